@@ -1,0 +1,333 @@
+"""The trace format: the one contract between the reference decoder (lrref) and lrsim.
+
+Dependency-free (standard library only) so both sides import it.  A trace is a
+JSON Lines file, UTF-8, one JSON object per line, flushed as it is written:
+
+1. line 1, a **header** (``"type": "header"``): schema name and version, what
+   made the run (``source``), the mode, the configuration, models, backend and
+   hardware.  Only the header is required; a run killed after it is a valid,
+   empty trace.
+2. any number of **step** records (``"type": "step"``), one per drafted
+   candidate (request, cycle, position, branch) or per target-only step,
+   written once its fate is known (committed, rejected or cancelled).
+3. one **request** record (``"type": "request"``) per finished request.
+
+Times are seconds since the run started (one monotonic clock per run).  A
+field that does not apply is ``null``.  Readers skip unknown *fields* (minor
+additions keep the version) and refuse unknown *major versions*.
+
+Step record semantics:
+
+- ``cycle`` counts LR cycles of a request: in sync mode one Algorithm 1
+  iteration; in async mode a *stage*, which ends at a rejection; in ``ar`` and
+  ``sd`` modes every step is its own cycle.
+- ``position`` is the step's index inside its cycle (0-based): position ``j``
+  holds draft step ``s^_j`` and the target step ``s_j`` written from the
+  prefix with ``s^_0 .. s^_{j-1}``.
+- ``branch`` is the draft candidate (0..W-1) at that position; target-only
+  rows have ``branch = null``.
+- ``decision`` is what the verifier said (``null`` if it did not run);
+  ``accepted`` is whether this draft was kept in the output (its decision was
+  true and every earlier position of the cycle was accepted).
+- exactly one row per (request, cycle, position) that reached the output has
+  ``committed`` = ``"draft"`` or ``"target"``; rejected or cancelled rows have
+  ``committed = null``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+SCHEMA = "lr-trace"
+VERSION = 1  # major version: bump on incompatible changes
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read at all (missing, no header, wrong schema or version)."""
+
+
+def _f(help: str, default: Any = None) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Header:
+    """First line of every trace."""
+
+    source: str = _f("what wrote the trace: 'lrref', 'lrsim.des', or another tool's name", "unknown")
+    mode: str = _f("decoding mode: 'ar', 'sd', 'lr-sync' or 'lr-async' (n-gram use is in config)", "ar")
+    config: dict = _f("decoding configuration (depth, width, n-gram length, caps, sampling, seed, ...)", None)
+    models: dict = _f("model names/paths by role: draft, target, verifier", None)
+    backend: str | None = _f("'hf', 'vllm', 'des', ...")
+    hardware: dict = _f("machine facts (platform, cpus, threads, device)", None)
+    run_id: str = _f("unique id of the run", "")
+    created: str = _f("UTC start time, ISO 8601", "")
+    notes: str | None = _f("free text")
+    type: str = "header"
+    schema: str = _f(f"always '{SCHEMA}'", SCHEMA)
+    version: int = _f("major schema version", VERSION)
+
+    def __post_init__(self) -> None:
+        self.config = self.config or {}
+        self.models = self.models or {}
+        self.hardware = self.hardware or machine_facts()
+        self.run_id = self.run_id or uuid.uuid4().hex[:12]
+        self.created = self.created or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass
+class StepRecord:
+    """One drafted candidate at one position, or one target-only step."""
+
+    request: int = _f("request index within the run", 0)
+    cycle: int = _f("LR cycle (sync) or stage (async) of the request; step index in ar/sd", 0)
+    position: int = _f("index of the step inside its cycle, 0-based", 0)
+    branch: int | None = _f("draft candidate 0..W-1; null for a target-only step")
+    draft_start: float | None = _f("draft step generation start (s)")
+    draft_end: float | None = _f("draft step generation end (s)")
+    draft_tokens: int | None = _f("tokens in the draft step")
+    draft_batch: int | None = _f("sequences in the draft call that produced it")
+    target_start: float | None = _f("target step generation start (s)")
+    target_end: float | None = _f("target step generation end (s)")
+    target_tokens: int | None = _f("tokens in the target step")
+    target_batch: int | None = _f("sequences in the target call that produced it")
+    target_forwards: int | None = _f("target forward passes spent on this step")
+    ngram_drafted: int | None = _f("tokens proposed by token-level speculation inside the target step")
+    ngram_accepted: int | None = _f("of those, tokens the target accepted")
+    verify_start: float | None = _f("verifier start (s)")
+    verify_end: float | None = _f("verifier end (s)")
+    verifier: str | None = _f("verifier name: judge, embedding, score, random, exact, identical, ...")
+    score: float | None = _f("verifier score (cosine, judge logit margin, 0-9 score, ...)")
+    decision: bool | None = _f("verifier verdict: draft equivalent to the target step")
+    accepted: bool = _f("this draft was kept in the output", False)
+    committed: str | None = _f("'draft' or 'target' on the row whose step reached the output, else null")
+    cancelled: bool = _f("work discarded before it finished (async rejection)", False)
+    draft_text: str | None = _f("draft step text (only with text logging)")
+    target_text: str | None = _f("target step text (only with text logging)")
+    type: str = "step"
+
+
+@dataclass
+class RequestRecord:
+    """Summary of one finished request."""
+
+    request: int = _f("request index within the run", 0)
+    start: float = _f("request start (s)", 0.0)
+    end: float = _f("request end (s)", 0.0)
+    prompt_tokens: int | None = _f("prompt length in tokens")
+    output_tokens: int = _f("generated tokens", 0)
+    steps: int = _f("steps in the output", 0)
+    accepted_steps: int = _f("output steps that came from accepted drafts", 0)
+    finish: str | None = _f("'eos', 'max_tokens', 'max_steps', 'error'")
+    text: str | None = _f("generated text (only with text logging)")
+    answer: str | None = _f("extracted final answer")
+    correct: bool | None = _f("answer matches the reference, if one was given")
+    type: str = "request"
+
+
+RECORD_TYPES = {"header": Header, "step": StepRecord, "request": RequestRecord}
+
+
+def schema_doc() -> str:
+    """Field-by-field documentation of the schema (Markdown), generated from the dataclasses."""
+    out = [f"# {SCHEMA} version {VERSION}", ""]
+    for name, cls in RECORD_TYPES.items():
+        out += [f"## `{name}`", "", cls.__doc__ or "", "", "| field | type | meaning |", "|---|---|---|"]
+        out += [f"| `{f.name}` | `{str(f.type).replace('|', 'or')}` | {f.metadata.get('help', '')} |"
+                for f in fields(cls) if f.name != "type"]
+        out.append("")
+    return "\n".join(out)
+
+
+def machine_facts() -> dict:
+    return {"platform": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}
+
+
+def _clean(obj: Any) -> dict:
+    return {k: v for k, v in asdict(obj).items() if v is not None or k in ("committed", "decision")}
+
+
+class TraceWriter:
+    """Append records to a JSONL trace, one line each, flushed immediately.
+
+    >>> with TraceWriter(path, Header(source="lrsim.des", mode="sync")) as w:  # doctest: +SKIP
+    ...     w.step(StepRecord(request=0, cycle=0, position=0, committed="target"))
+    """
+
+    def __init__(self, path: str | os.PathLike, header: Header, fsync: bool = False):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] = open(self.path, "w", encoding="utf-8")
+        self._fsync = fsync
+        self.t0 = time.perf_counter()
+        self.header = header
+        self._write(_clean(header))
+
+    def now(self) -> float:
+        """Seconds since the writer was created (the trace's clock)."""
+        return time.perf_counter() - self.t0
+
+    def _write(self, rec: dict) -> None:
+        self._fh.write(json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n")
+        self._fh.flush()
+        if self._fsync:
+            os.fsync(self._fh.fileno())
+
+    def step(self, rec: StepRecord) -> None:
+        self._write(_clean(rec))
+
+    def request(self, rec: RequestRecord) -> None:
+        self._write(_clean(rec))
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class Trace:
+    """A parsed trace: header, records, and what the reader had to skip."""
+
+    path: str
+    header: Header
+    steps: list[StepRecord]
+    requests: list[RequestRecord]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _build(cls, obj: dict):
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in obj.items() if k in known})
+
+
+def _check_step(rec: StepRecord) -> str | None:
+    for name in ("request", "cycle", "position"):
+        v = getattr(rec, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return f"field {name!r} must be an integer >= 0"
+    for a, b in (("draft_start", "draft_end"), ("target_start", "target_end"), ("verify_start", "verify_end")):
+        s, e = getattr(rec, a), getattr(rec, b)
+        if s is not None and e is not None and e < s:
+            return f"{b} < {a}"
+    if rec.committed not in (None, "draft", "target"):
+        return f"committed must be 'draft', 'target' or null, got {rec.committed!r}"
+    return None
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh, 1):
+            yield i, line
+
+
+def read_trace(path: str | os.PathLike) -> Trace:
+    """Read a trace, keeping every valid record.
+
+    Raises :class:`TraceError` (one-line message naming the file and line) when
+    the file is missing or empty, its first line is not a header of this
+    schema, or its major version is unknown.  Corrupt or invalid later lines
+    (e.g. the half-written last line of a killed run) are skipped with a
+    warning naming the file and line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TraceError(f"{p}: no such trace file")
+    header: Header | None = None
+    steps: list[StepRecord] = []
+    requests: list[RequestRecord] = []
+    warnings: list[str] = []
+    for n, line in iter_lines(p):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            if header is None:
+                raise TraceError(f"{p}:{n}: first line is not a JSON header ({e})") from None
+            warnings.append(f"{p}:{n}: skipped corrupt line ({str(e).splitlines()[0][:80]})")
+            continue
+        kind = obj.get("type")
+        if header is None:
+            if kind != "header" or obj.get("schema") != SCHEMA:
+                raise TraceError(f"{p}:{n}: not an {SCHEMA} trace (first line must be its header)")
+            if obj.get("version") != VERSION:
+                raise TraceError(f"{p}:{n}: unsupported {SCHEMA} version {obj.get('version')!r} "
+                                 f"(this reader knows version {VERSION})")
+            header = _build(Header, obj)
+            continue
+        if kind == "step":
+            try:
+                rec = _build(StepRecord, obj)
+            except TypeError as e:
+                warnings.append(f"{p}:{n}: skipped step record ({e})")
+                continue
+            problem = _check_step(rec)
+            if problem:
+                warnings.append(f"{p}:{n}: skipped step record ({problem})")
+            else:
+                steps.append(rec)
+        elif kind == "request":
+            requests.append(_build(RequestRecord, obj))
+        else:
+            warnings.append(f"{p}:{n}: skipped record of unknown type {kind!r}")
+    if header is None:
+        raise TraceError(f"{p}: empty trace (no header)")
+    return Trace(str(p), header, steps, requests, warnings)
+
+
+def write_trace(path: str | os.PathLike, header: Header, steps: Iterable[StepRecord],
+                requests: Iterable[RequestRecord] = ()) -> None:
+    """Write a whole trace atomically (temporary file, then rename)."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        with TraceWriter(tmp, header) as w:
+            for s in steps:
+                w.step(s)
+            for r in requests:
+                w.request(r)
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def to_chrome_trace(trace: Trace) -> dict:
+    """Chrome trace / Perfetto JSON: one complete ("X") event per draft, target and verify span.
+
+    Rows: process = request, thread = draft / target / verifier lane.
+    """
+    events = []
+    lanes = {"draft": 1, "target": 2, "verify": 3}
+    for r in {s.request for s in trace.steps}:
+        events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"request {r}"}})
+        for lane, tid in lanes.items():
+            events.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": lane}})
+    for s in trace.steps:
+        for lane, tid in lanes.items():
+            start, end = getattr(s, f"{lane}_start"), getattr(s, f"{lane}_end")
+            if start is None or end is None:
+                continue
+            events.append({
+                "ph": "X", "name": f"c{s.cycle} p{s.position}" + (f" b{s.branch}" if s.branch else ""),
+                "cat": lane, "pid": s.request, "tid": tid, "ts": start * 1e6, "dur": (end - start) * 1e6,
+                "args": {"accepted": s.accepted, "decision": s.decision, "committed": s.committed,
+                         "cancelled": s.cancelled, "tokens": getattr(s, f"{lane}_tokens", None)},
+            })
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _clean(trace.header)}

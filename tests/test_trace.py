@@ -1,0 +1,101 @@
+"""lrsim.trace: the shared schema round-trips, tolerates damage, refuses unknown versions."""
+
+import json
+
+import pytest
+
+from lrsim import trace as tr
+
+
+def sample(path):
+    h = tr.Header(source="test", mode="lr-sync", config={"gamma": 2}, models={"draft": "d", "target": "t"})
+    steps = [
+        tr.StepRecord(request=0, cycle=0, position=0, branch=0, draft_start=0.0, draft_end=0.1, draft_tokens=5,
+                      target_start=0.1, target_end=1.1, target_tokens=6, target_batch=3, verify_start=1.1,
+                      verify_end=1.2, verifier="exact", score=1.0, decision=True, accepted=True, committed="draft"),
+        tr.StepRecord(request=0, cycle=0, position=1, branch=0, decision=False, committed="target",
+                      target_start=0.1, target_end=1.1, target_tokens=4),
+    ]
+    reqs = [tr.RequestRecord(request=0, start=0.0, end=1.2, output_tokens=9, steps=2, accepted_steps=1)]
+    tr.write_trace(path, h, steps, reqs)
+    return h, steps, reqs
+
+
+def test_round_trip(tmp_path):
+    p = tmp_path / "t.jsonl"
+    h, steps, reqs = sample(p)
+    t = tr.read_trace(p)
+    assert t.header == h and t.steps == steps and t.requests == reqs and t.warnings == []
+    first = json.loads(p.read_text().splitlines()[0])
+    assert first["schema"] == tr.SCHEMA and first["version"] == tr.VERSION
+
+
+def test_writer_flushes_each_line(tmp_path):
+    p = tmp_path / "live.jsonl"
+    w = tr.TraceWriter(p, tr.Header(source="test"))
+    w.step(tr.StepRecord(request=0, cycle=0, position=0, committed="target"))
+    assert len(p.read_text().splitlines()) == 2  # readable before close, as after a kill
+    assert len(tr.read_trace(p).steps) == 1
+    w.close()
+
+
+def test_damaged_lines_are_skipped_with_file_and_line(tmp_path):
+    p = tmp_path / "t.jsonl"
+    sample(p)
+    lines = p.read_text().splitlines()
+    lines.insert(2, "{not json")
+    lines.insert(3, json.dumps({"type": "step", "request": -1, "cycle": 0, "position": 0}))
+    lines.insert(4, json.dumps({"type": "mystery"}))
+    lines.append('{"type": "step", "request": 0, "cy')  # half-written last line of a killed run
+    p.write_text("\n".join(lines) + "\n")
+    t = tr.read_trace(p)
+    assert len(t.steps) == 2 and len(t.requests) == 1
+    assert len(t.warnings) == 4
+    assert all(w.startswith(f"{p}:") for w in t.warnings)
+    assert f"{p}:3:" in t.warnings[0]
+
+
+def test_unknown_fields_are_ignored(tmp_path):
+    p = tmp_path / "t.jsonl"
+    sample(p)
+    lines = p.read_text().splitlines()
+    obj = json.loads(lines[1]) | {"future_field": 3}
+    lines[1] = json.dumps(obj)
+    p.write_text("\n".join(lines) + "\n")
+    assert len(tr.read_trace(p).steps) == 2
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "empty trace"),
+    ('{"type": "header", "schema": "lr-trace", "version": 99}\n', "unsupported lr-trace version 99"),
+    ('{"type": "step"}\n', "not an lr-trace trace"),
+    ("garbage\n", "first line is not a JSON header"),
+])
+def test_unreadable_traces_raise_one_line(tmp_path, content, message):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content)
+    with pytest.raises(tr.TraceError, match=message) as e:
+        tr.read_trace(p)
+    assert "\n" not in str(e.value) and str(p) in str(e.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(tr.TraceError, match="no such trace file"):
+        tr.read_trace(tmp_path / "nope.jsonl")
+
+
+def test_chrome_export(tmp_path):
+    p = tmp_path / "t.jsonl"
+    sample(p)
+    ev = tr.to_chrome_trace(tr.read_trace(p))["traceEvents"]
+    spans = [e for e in ev if e["ph"] == "X"]
+    assert {e["cat"] for e in spans} == {"draft", "target", "verify"}
+    d = next(e for e in spans if e["cat"] == "draft")
+    assert d["ts"] == 0.0 and d["dur"] == pytest.approx(1e5)
+
+
+def test_schema_doc_matches_committed_docs():
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.md"
+    assert doc.read_text() == tr.schema_doc() + "\n", "regenerate: python -c 'from lrsim.trace import schema_doc; print(schema_doc())' > docs/trace-schema.md"
