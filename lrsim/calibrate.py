@@ -1,0 +1,336 @@
+"""Fit the simulator's parameters from traces (the lr-trace format of :mod:`lrsim.trace`).
+
+From one or more traces this estimates what the theory and the simulator
+need, each with its uncertainty, and tests the theory's assumptions on the
+data:
+
+- step acceptance ``alpha1``: share of verified drafts the verifier accepted
+  (first branch), overall, per lookahead position and after an accepted /
+  rejected previous position, with Wilson 95% intervals;
+- token acceptance ``alpha2`` of n-gram SD inside steps: solved from the
+  tokens per target forward pass, ``E[tokens/pass] = (1 - a^k2)/(1 - a)``
+  (the numerator of ``g``), and the raw share of drafted tokens accepted;
+- timing: target and draft seconds per token by batch size (the latency
+  curve ``T(b)``), ``c1`` = draft/target time per token at batch 1, verifier
+  latency distribution, step-length distributions;
+- assumption tests: acceptance independent of position (chi-square test of
+  homogeneity), of the previous decision (chi-square on the 2x2 table), and
+  whether a step's cost is constant (coefficient of variation of step time,
+  and how much of it token counts explain).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy import optimize, stats
+
+from .trace import StepRecord, Trace, read_trace
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """``k`` successes out of ``n`` with a Wilson 95% interval."""
+
+    k: int
+    n: int
+    p: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, k: int, n: int) -> "Proportion":
+        if n == 0:
+            return cls(0, 0, math.nan, 0.0, 1.0)
+        p = k / n
+        # Wilson score interval: (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)
+        d = 1 + Z95**2 / n
+        mid = (p + Z95**2 / (2 * n)) / d
+        half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / d
+        return cls(k, n, p, max(0.0, mid - half), min(1.0, mid + half))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean, spread and quantiles of a sample (the sample itself kept for bootstrap/replay)."""
+
+    n: int
+    mean: float
+    std: float
+    p10: float
+    p50: float
+    p90: float
+    samples: tuple[float, ...] = field(repr=False, default=())
+
+    @classmethod
+    def of(cls, xs: Iterable[float], keep: bool = True) -> "Summary":
+        a = np.asarray([x for x in xs if x is not None], dtype=float)
+        if a.size == 0:
+            return cls(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+        q = np.quantile(a, [0.1, 0.5, 0.9])
+        return cls(int(a.size), float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0,
+                   float(q[0]), float(q[1]), float(q[2]), tuple(a.tolist()) if keep else ())
+
+
+@dataclass
+class Calibration:
+    """Everything fitted from the traces (``None`` where the traces hold no evidence)."""
+
+    traces: list[str]
+    modes: list[str]
+    config: dict
+    steps: int
+    requests: int
+    alpha1: Proportion | None
+    alpha1_by_position: list[Proportion]
+    alpha1_after_accept: Proportion | None
+    alpha1_after_reject: Proportion | None
+    alpha2: float | None
+    alpha2_ci95: tuple[float, float] | None
+    ngram_token_acceptance: Proportion | None
+    tokens_per_forward: Summary | None
+    k2: int | None
+    target_s_per_token: dict[int, Summary]
+    draft_s_per_token: dict[int, Summary]
+    c1: float | None
+    c1_ci95: tuple[float, float] | None
+    verify_s: Summary | None
+    draft_tokens: Summary | None
+    target_tokens: Summary | None
+    assumptions: dict
+    warnings: list[str]
+
+    def to_dict(self, samples: bool = False) -> dict:
+        d = asdict(self)
+        if not samples:
+            _drop_samples(d)
+        return d
+
+
+def _drop_samples(obj) -> None:
+    if isinstance(obj, dict):
+        obj.pop("samples", None)
+        for v in obj.values():
+            _drop_samples(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            _drop_samples(v)
+
+
+def _verified(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """First-branch drafts with a verifier decision that were not cancelled."""
+    return [s for s in steps if s.decision is not None and not s.cancelled and (s.branch or 0) == 0]
+
+
+def _dur(s: StepRecord, lane: str) -> float | None:
+    a, b = getattr(s, f"{lane}_start"), getattr(s, f"{lane}_end")
+    return None if a is None or b is None else b - a
+
+
+def acceptance(steps: Sequence[StepRecord]) -> tuple[Proportion | None, list[Proportion], dict]:
+    """alpha1 overall, per position, and conditional on the previous position's decision."""
+    v = _verified(steps)
+    if not v:
+        return None, [], {}
+    overall = Proportion.of(sum(bool(s.decision) for s in v), len(v))
+    by_pos: dict[int, list[bool]] = {}
+    for s in v:
+        by_pos.setdefault(s.position, []).append(bool(s.decision))
+    per = [Proportion.of(sum(d), len(d)) for _, d in sorted(by_pos.items())]
+    prev: dict[tuple[int, int, int], bool] = {(s.request, s.cycle, s.position): bool(s.decision) for s in v}
+    after = {True: [0, 0], False: [0, 0]}
+    for (r, c, p), d in prev.items():
+        if (r, c, p - 1) in prev:
+            after[prev[(r, c, p - 1)]][0] += d
+            after[prev[(r, c, p - 1)]][1] += 1
+    cond = {"after_accept": Proportion.of(*after[True]), "after_reject": Proportion.of(*after[False])}
+    return overall, per, cond
+
+
+def _chi2_homogeneity(props: Sequence[Proportion]) -> float | None:
+    """p-value of a chi-square test that all proportions are equal (None if too little data)."""
+    rows = [(p.k, p.n - p.k) for p in props if p.n > 0]
+    if len(rows) < 2:
+        return None
+    table = np.array(rows, dtype=float)
+    if (table.sum(axis=0) == 0).any():
+        return 1.0
+    return float(stats.chi2_contingency(table, correction=False)[1])
+
+
+def solve_alpha(tokens_per_pass: float, k: int) -> float | None:
+    """Solve ``(1 - a^k)/(1 - a) = t`` for ``a`` in (0, 1) (``t`` in (1, k)): the token acceptance."""
+    if k < 2 or not (1 < tokens_per_pass < k):
+        return None
+    f = lambda a: (1 - a**k) / (1 - a) - tokens_per_pass  # noqa: E731 - increasing in a
+    return float(optimize.brentq(f, 1e-12, 1 - 1e-12))
+
+
+def token_acceptance(steps: Sequence[StepRecord], k2: int | None):
+    """alpha2 from tokens per forward pass (bootstrap CI over steps), and the raw drafted/accepted share.
+
+    Tokens per pass are ``(ngram_accepted + forwards) / forwards`` (each pass
+    yields its accepted drafts plus one target token), which is not biased by
+    the pass cut short at a step boundary; without n-gram counts,
+    ``target_tokens / forwards``.
+    """
+    rows = [s for s in steps if s.target_forwards and s.target_tokens and not s.cancelled]
+    if not rows:
+        return None, None, None, None
+    drafted = sum(s.ngram_drafted or 0 for s in rows)
+    share = Proportion.of(sum(s.ngram_accepted or 0 for s in rows), drafted) if drafted else None
+    fwd = np.array([s.target_forwards for s in rows], dtype=float)
+    tok = np.array([(s.ngram_accepted + s.target_forwards) if s.ngram_accepted is not None else s.target_tokens
+                    for s in rows], dtype=float)
+    tpf = Summary.of(tok / fwd)
+    if not k2:
+        return None, None, share, tpf
+    est = solve_alpha(tok.sum() / fwd.sum(), k2)
+    rng = np.random.default_rng(0)
+    boots = []
+    for _ in range(400):  # bootstrap over steps of the ratio estimator sum(tokens)/sum(passes)
+        i = rng.integers(0, len(rows), len(rows))
+        b = solve_alpha(tok[i].sum() / fwd[i].sum(), k2)
+        if b is not None:
+            boots.append(b)
+    ci = (float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))) if len(boots) > 20 else None
+    return est, ci, share, tpf
+
+
+def per_token_by_batch(steps: Sequence[StepRecord], lane: str) -> dict[int, Summary]:
+    """Seconds per token of ``lane`` ('draft' or 'target') grouped by the call's batch size."""
+    groups: dict[int, list[float]] = {}
+    for s in steps:
+        d, n, b = _dur(s, lane), getattr(s, f"{lane}_tokens"), getattr(s, f"{lane}_batch")
+        if d is None or not n or s.cancelled:
+            continue
+        groups.setdefault(int(b or 1), []).append(d / n)
+    return {b: Summary.of(v) for b, v in sorted(groups.items())}
+
+
+def cost_ratio(target: dict[int, Summary], draft: dict[int, Summary]):
+    """c1 = draft / target seconds per token at the smallest common batch size, with a delta-method CI."""
+    common = sorted(set(target) & set(draft))
+    if not common:
+        return None, None
+    t, d = target[common[0]], draft[common[0]]
+    if t.n < 2 or d.n < 2 or t.mean <= 0:
+        return (d.mean / t.mean if t.mean > 0 else None), None
+    r = d.mean / t.mean
+    # var(r)/r^2 ~ var(d_mean)/d^2 + var(t_mean)/t^2 (independent samples)
+    rel = math.sqrt((d.std**2 / d.n) / d.mean**2 + (t.std**2 / t.n) / t.mean**2)
+    return r, (r * (1 - Z95 * rel), r * (1 + Z95 * rel))
+
+
+def step_cost_test(steps: Sequence[StepRecord]) -> dict:
+    """Is a target step's cost constant?  CV of step time, and R^2 of time ~ tokens (batch 1-2 calls)."""
+    rows = [(_dur(s, "target"), s.target_tokens) for s in steps
+            if _dur(s, "target") is not None and s.target_tokens and not s.cancelled]
+    if len(rows) < 3:
+        return {}
+    t = np.array([r[0] for r in rows])
+    n = np.array([r[1] for r in rows], dtype=float)
+    cv = float(t.std(ddof=1) / t.mean())
+    r2 = float(np.corrcoef(t, n)[0, 1] ** 2) if n.std() > 0 and t.std() > 0 else 0.0
+    return {"target_step_time_cv": cv, "r2_time_vs_tokens": r2,
+            "constant_step_cost": bool(cv < 0.2),
+            "reading": "step time varies mostly with its token count" if r2 > 0.5 else
+            "token count explains little of the step time"}
+
+
+def _summary_or_none(xs: list) -> Summary | None:
+    return Summary.of(xs) if xs else None
+
+
+def calibrate(traces: Sequence[Trace]) -> Calibration:
+    """Fit every parameter from already-read traces."""
+    if not traces:
+        raise ValueError("no traces given")
+    steps = [s for t in traces for s in t.steps]
+    overall, per, cond = acceptance(steps)
+    k2s = {t.header.config.get("k2") or t.header.config.get("ngram_k") for t in traces} - {None}
+    k2 = int(max(k2s)) if k2s else None
+    a2, a2ci, share, tpf = token_acceptance(steps, k2)
+    tgt, drf = per_token_by_batch(steps, "target"), per_token_by_batch(steps, "draft")
+    c1, c1ci = cost_ratio(tgt, drf)
+    ver = [_dur(s, "verify") for s in steps if _dur(s, "verify") is not None and not s.cancelled]
+    assumptions: dict = {}
+    if per:
+        p = _chi2_homogeneity(per)
+        assumptions["acceptance_independent_of_position"] = {
+            "p_value": p, "verdict": None if p is None else ("not rejected" if p >= 0.05 else "rejected at 5%")}
+    if cond:
+        p = _chi2_homogeneity([cond["after_accept"], cond["after_reject"]])
+        assumptions["acceptance_independent_of_previous_decision"] = {
+            "p_value": p, "verdict": None if p is None else ("not rejected" if p >= 0.05 else "rejected at 5%")}
+    assumptions["step_cost"] = step_cost_test(steps)
+    if len(tgt) >= 2:
+        b = sorted(tgt)
+        assumptions["batch_cost_growth"] = {
+            "target_s_per_token_ratio_largest_vs_smallest_batch": tgt[b[-1]].mean / tgt[b[0]].mean,
+            "batches": b}
+    return Calibration(
+        traces=[t.path for t in traces], modes=sorted({t.header.mode for t in traces}),
+        config=traces[0].header.config, steps=len(steps), requests=sum(len(t.requests) for t in traces),
+        alpha1=overall, alpha1_by_position=per,
+        alpha1_after_accept=cond.get("after_accept"), alpha1_after_reject=cond.get("after_reject"),
+        alpha2=a2, alpha2_ci95=a2ci, ngram_token_acceptance=share, tokens_per_forward=tpf, k2=k2,
+        target_s_per_token=tgt, draft_s_per_token=drf, c1=c1, c1_ci95=c1ci,
+        verify_s=_summary_or_none(ver),
+        draft_tokens=_summary_or_none([s.draft_tokens for s in steps if s.draft_tokens]),
+        target_tokens=_summary_or_none([s.target_tokens for s in steps if s.target_tokens]),
+        assumptions=assumptions, warnings=[w for t in traces for w in t.warnings],
+    )
+
+
+def calibrate_files(paths: Sequence[str]) -> Calibration:
+    """Read the traces (raises :class:`lrsim.trace.TraceError` for unreadable ones) and fit."""
+    return calibrate([read_trace(p) for p in paths])
+
+
+def _fmt_prop(p: Proportion | None) -> str:
+    return "n/a" if p is None or p.n == 0 else f"{p.p:.3f} [{p.lo:.3f}, {p.hi:.3f}] ({p.k}/{p.n})"
+
+
+def format_calibration(c: Calibration) -> str:
+    lines = [f"Calibration from {len(c.traces)} trace(s), modes {', '.join(c.modes)}: "
+             f"{c.steps} step records, {c.requests} requests"]
+    lines.append(f"  alpha1 (step acceptance): {_fmt_prop(c.alpha1)}")
+    for i, p in enumerate(c.alpha1_by_position):
+        lines.append(f"    position {i}: {_fmt_prop(p)}")
+    lines.append(f"    after an accepted position: {_fmt_prop(c.alpha1_after_accept)}")
+    lines.append(f"    after a rejected position:  {_fmt_prop(c.alpha1_after_reject)}")
+    if c.alpha2 is not None:
+        ci = f" [{c.alpha2_ci95[0]:.3f}, {c.alpha2_ci95[1]:.3f}]" if c.alpha2_ci95 else ""
+        lines.append(f"  alpha2 (token acceptance, from tokens/forward with k2={c.k2}): {c.alpha2:.3f}{ci}")
+    if c.ngram_token_acceptance is not None:
+        lines.append(f"  n-gram drafted tokens accepted: {_fmt_prop(c.ngram_token_acceptance)}")
+    if c.tokens_per_forward is not None:
+        lines.append(f"  target tokens per forward pass: {c.tokens_per_forward.mean:.3f}")
+    for name, tab in (("target", c.target_s_per_token), ("draft", c.draft_s_per_token)):
+        if tab:
+            row = ", ".join(f"b={b}: {s.mean * 1e3:.1f} ms (n={s.n})" for b, s in tab.items())
+            lines.append(f"  {name} time per token by batch: {row}")
+    if c.c1 is not None:
+        ci = f" [{c.c1_ci95[0]:.3f}, {c.c1_ci95[1]:.3f}]" if c.c1_ci95 else ""
+        lines.append(f"  c1 (draft/target time per token): {c.c1:.3f}{ci}")
+    if c.verify_s is not None:
+        v = c.verify_s
+        lines.append(f"  verifier latency: mean {v.mean * 1e3:.1f} ms, p50 {v.p50 * 1e3:.1f}, p90 {v.p90 * 1e3:.1f} "
+                     f"(n={v.n})")
+    for name, s in (("draft", c.draft_tokens), ("target", c.target_tokens)):
+        if s is not None and s.n:
+            lines.append(f"  {name} step length: mean {s.mean:.1f} tokens, p10 {s.p10:.0f}, p50 {s.p50:.0f}, "
+                         f"p90 {s.p90:.0f} (n={s.n})")
+    lines.append("  assumptions:")
+    for k, v in c.assumptions.items():
+        lines.append(f"    {k}: {json.dumps(v, default=float)}")
+    if c.warnings:
+        lines.append(f"  {len(c.warnings)} trace line(s) skipped; first: {c.warnings[0]}")
+    return "\n".join(lines)
