@@ -22,3 +22,17 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def check_writable(p: Path) -> None:
+    """Raise ``ValueError`` if no file can be created beside ``p`` (its directory is created if missing).
+
+    Commands call this before long work, so a bad output path fails at once.
+    """
+    p = Path(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p.parent):
+            pass
+    except OSError as e:
+        raise ValueError(f"cannot write {p}: {e.strerror or e}") from None

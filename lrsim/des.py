@@ -284,7 +284,11 @@ class _Draws:
         return v
 
 
-def _lengths(dist: Dist, rng: np.random.Generator) -> _Draws:
+def _lengths(dist: Dist, rng: np.random.Generator) -> Callable[[], int]:
+    """Step lengths in whole tokens (>= 1)."""
+    if isinstance(dist, Constant):
+        L = max(1, round(dist.value))
+        return lambda: L
     return _Draws(lambda n: np.maximum(1, np.rint(dist.sample(rng, n))).astype(np.int64))
 
 
@@ -381,13 +385,14 @@ def _tol(w: float) -> float:
     return 1e-9 * max(1.0, abs(w))
 
 
-def _target_event(env: simpy.Environment, delay: float) -> simpy.Event:
+class _TargetEvent(simpy.Event):
     """A timeout with SimPy's URGENT priority: at equal times the target's completions are processed
     before drafter and verifier events, so ties resolve the same way whatever the event order."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None  # a triggered event, as simpy.Timeout makes it
-    env.schedule(ev, URGENT, delay)
-    return ev
+
+    def __init__(self, env: simpy.Environment, delay: float):
+        self.env, self.callbacks = env, []
+        self._ok, self._value = True, None  # a triggered event, as simpy.Timeout makes it
+        env.schedule(self, URGENT, delay)
 
 
 class _TargetServer:
@@ -571,7 +576,7 @@ class _TargetServer:
             return  # the live wake-up comes first and plans again
         self.token += 1
         self.wake_at = t
-        ev = _target_event(self.env, t - self.env._now)
+        ev = _TargetEvent(self.env, t - self.env._now)
         ev.token = self.token
         ev.callbacks.append(self._wake)
 
@@ -601,11 +606,11 @@ class _FixedRateServer(_TargetServer):
         self.live: set[_Job] = set()
         self.epoch = 0.0  # start of the current iteration grid (an idle server starts a fresh one)
         self.last_leave = -math.inf  # when the last cancelled sequence leaves its iteration
+        self.busy_until = -math.inf  # the server is busy until then (latest finish or leave)
 
     def _start_time(self, now: float) -> float:
         """When a sequence submitted now runs its first iteration."""
-        busy = max([self.last_leave] + [j.finish for j in self.live])
-        if now >= busy:
+        if now >= self.busy_until:
             self.epoch = now  # idle: a fresh iteration starts now
             return now
         if not self.grid:
@@ -616,27 +621,33 @@ class _FixedRateServer(_TargetServer):
     def submit(self, jobs: list[_Job]) -> None:
         now = self.env._now
         t = self._start_time(now)
+        events: dict[float, _TargetEvent] = {}  # one event per distinct finish time
         for j in jobs:
             self.live.add(j)
             j.start, j.state, j.work0 = t, RUNNING, 0.0
             j.finish = t + j.passes * self.d
-            ev = _target_event(self.env, j.finish - now)
-            ev.job = j
-            ev.callbacks.append(self._done)
+            if j.finish > self.busy_until:
+                self.busy_until = j.finish
+            ev = events.get(j.finish)
+            if ev is None:
+                ev = events[j.finish] = _TargetEvent(self.env, j.finish - now)
+                ev.jobs = []
+                ev.callbacks.append(self._done)
+            ev.jobs.append(j)
         batch = sum(1 for j in self.live if j.finish > t)  # those still running when the new ones start
         for j in jobs:
             j.batch = batch
         self.peak = max(self.peak, batch)
 
     def _done(self, ev: simpy.Event) -> None:
-        j = ev.job
-        if j.state != RUNNING:  # cancelled meanwhile
-            return
-        self.live.discard(j)
-        j.state, j.end, j.work = DONE, j.finish, j.passes
-        self.seq_time += j.finish - j.start
-        self.seq_iters += j.passes
-        j.on_done(j)
+        done = [j for j in ev.jobs if j.state == RUNNING]  # not cancelled meanwhile
+        for j in done:
+            self.live.discard(j)
+            j.state, j.end, j.work = DONE, j.finish, j.passes
+            self.seq_time += j.finish - j.start
+            self.seq_iters += j.passes
+        for j in done:  # a callback may end the stage of the others: they check for that
+            j.on_done(j)
 
     def cancel(self, jobs: list[_Job]) -> None:
         now = self.env._now
@@ -655,6 +666,7 @@ class _FixedRateServer(_TargetServer):
             self.seq_time += end - j.start
             self.seq_iters += j.work
             self.wasted += j.work
+        self.busy_until = max([self.last_leave] + [j.finish for j in self.live])
 
     def close(self) -> None:
         """Book the sequences still running, up to now."""
@@ -739,6 +751,9 @@ class _Sim:
         """Duration, candidate lengths and batch of drafting one position (W candidates as one batch)."""
         cfg = self.cfg
         b = cfg.width ** (depth + 1) if cfg.tree else cfg.width
+        if b == 1 and self.dpass is None:  # the common case, kept short
+            L = self.dlen()
+            return L * self.draft_pass[1], [L], 1
         lens = [self.dlen() for _ in range(b)]
         if self.dpass is None:
             passes = lens
