@@ -56,6 +56,7 @@ import json
 import math
 import time
 from bisect import bisect_left
+from heapq import heappop, heappush
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -78,6 +79,7 @@ MODES = ("ar", "sync", "async")
 TRACE_MODES = {"ar": "ar", "sync": "lr-sync", "async": "lr-async"}
 TOKEN_MODELS = ("sampled", "mean")
 JOINS = ("iteration", "immediate")
+ENGINES = ("auto", "des", "renewal")
 MAX_DRAFT_BATCH = 4096
 STEP_TOKENS = 52  # default step length: ~52 tokens per step measured in MEASUREMENTS.md
 
@@ -116,6 +118,7 @@ class SimConfig:
                    "'immediate': at once", "iteration")
     budget: int | None = _f("M: target positions at once (sequences x k2); None = no limit")
     steps: int = _f("output steps to simulate", 10_000)
+    engine: str = _f("'auto' (renewal for sync and ar without a trace, else des), 'des' or 'renewal'", "auto")
     seed: int = _f("random seed", 0)
     batches: int = _f("batches for the batch-means confidence interval", 32)
 
@@ -184,6 +187,10 @@ def validate(cfg: SimConfig) -> None:
     if cfg.token_model == "mean" and cfg.k2 > 1 and cfg.join != "immediate":
         raise ValueError("token_model 'mean' gives fractional passes, which have no iteration boundaries: "
                          "use join 'immediate'")
+    if cfg.engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {cfg.engine!r}")
+    if cfg.engine == "renewal" and cfg.mode == "async":
+        raise ValueError("the renewal engine computes sync and ar only (async is not a renewal process)")
     if cfg.tree and cfg.mode != "sync":
         raise ValueError("tree drafting (W^(j+1) candidates at depth j) is modelled for sync mode only")
     if cfg.step_tokens.mean <= 0 or (cfg.draft_tokens is not None and cfg.draft_tokens.mean <= 0):
@@ -248,7 +255,8 @@ class SimResult:
     wasted_target_work: float  #: share of target sequence-iterations on cancelled or rejected-branch steps
     peak_positions: int  #: most target positions in use at once
     c1_eff: float  #: draft step / target step time at batch 1 (mean lengths, draft batch W)
-    events: int  #: SimPy events processed
+    engine: str  #: 'des' (SimPy events) or 'renewal' (vectorised cycles, sync and ar; same results)
+    events: int  #: SimPy events processed (0 for the renewal engine)
     wall_seconds: float
     events_per_second: float
     config: dict = field(default_factory=dict)
@@ -283,12 +291,36 @@ class _Draws:
         self.i += 1
         return v
 
+    def take(self, n: int) -> np.ndarray:
+        """The next ``n`` draws at once: the same values ``n`` calls would return."""
+        parts, need = [], n
+        while need > 0:
+            if self.i >= len(self.buf):
+                self.buf, self.i = self.fn(self.n).tolist(), 0
+            k = min(need, len(self.buf) - self.i)
+            parts.append(self.buf[self.i:self.i + k])
+            self.i += k
+            need -= k
+        return np.asarray([v for part in parts for v in part])
 
-def _lengths(dist: Dist, rng: np.random.Generator) -> Callable[[], int]:
+
+class _Fixed:
+    """A constant draw (a constant step length), with the interface of :class:`_Draws`."""
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def __call__(self) -> int:
+        return self.value
+
+    def take(self, n: int) -> np.ndarray:
+        return np.full(n, self.value)
+
+
+def _lengths(dist: Dist, rng: np.random.Generator) -> _Draws | _Fixed:
     """Step lengths in whole tokens (>= 1)."""
     if isinstance(dist, Constant):
-        L = max(1, round(dist.value))
-        return lambda: L
+        return _Fixed(max(1, round(dist.value)))
     return _Draws(lambda n: np.maximum(1, np.rint(dist.sample(rng, n))).astype(np.int64))
 
 
@@ -332,6 +364,16 @@ class _Passes:
         self.need += L
         return self._to(self.need)
 
+    def carried_many(self, lengths: np.ndarray) -> np.ndarray:
+        """Passes of consecutive steps of one stream: the same as ``carried`` called for each length."""
+        needs = self.need + np.cumsum(lengths)
+        while self.C[-1] < needs[-1]:
+            self._extend()
+        q = np.searchsorted(np.asarray(self.C[self.p:]), needs, side="left") + self.p
+        passes = np.diff(np.concatenate(([self.p], q)))
+        self.p, self.need = int(q[-1]), int(needs[-1])
+        return passes
+
 
 class _Verdicts:
     """Verdicts for the ``W`` candidates of a position: returns (first accepted branch or -1, verdict row)."""
@@ -358,6 +400,18 @@ class _Verdicts:
         i = self.i
         self.i += 1
         return self.first[i], self.rows[i]
+
+    def take(self, n: int) -> np.ndarray:
+        """First accepted branch (or -1) of the next ``n`` positions, as ``n`` calls would give."""
+        out, need = [], n
+        while need > 0:
+            if self.i >= len(self.first):
+                self._fill()
+            k = min(need, len(self.first) - self.i)
+            out += self.first[self.i:self.i + k]
+            self.i += k
+            need -= k
+        return np.asarray(out, dtype=np.int64)
 
 
 # ----------------------------------------------------------------------------- target server
@@ -594,16 +648,20 @@ class _FixedRateServer(_TargetServer):
     """The target server when an iteration costs the same at every batch size.
 
     Then a sequence's finish time is fixed when it is admitted (``start +
-    passes * d``, ``start`` the next iteration boundary with ``grid``), so each
-    sequence is one timeout and nothing has to be re-planned when others join
-    or leave.  Same timing and bookkeeping as :class:`_TargetServer` (a test
-    holds the two against each other).
+    passes * d``, ``start`` the next iteration boundary with ``grid``): the
+    server keeps the finishes in a heap and schedules one event for the
+    earliest (all sequences finishing then complete together); cancelled
+    sequences are dropped from the heap without an event.  Same timing and
+    bookkeeping as :class:`_TargetServer` (a test holds the two against each other).
     """
 
     def __init__(self, env: simpy.Environment, iteration_time: Callable[[int], float], grid: bool):
         super().__init__(env, iteration_time, grid, True)
         self.d = iteration_time(1)
         self.live: set[_Job] = set()
+        self.heap: list[tuple[float, int, _Job]] = []
+        self.seq = 0
+        self.armed = math.inf  # time of the scheduled event
         self.epoch = 0.0  # start of the current iteration grid (an idle server starts a fresh one)
         self.last_leave = -math.inf  # when the last cancelled sequence leaves its iteration
         self.busy_until = -math.inf  # the server is busy until then (latest finish or leave)
@@ -621,26 +679,45 @@ class _FixedRateServer(_TargetServer):
     def submit(self, jobs: list[_Job]) -> None:
         now = self.env._now
         t = self._start_time(now)
-        events: dict[float, _TargetEvent] = {}  # one event per distinct finish time
         for j in jobs:
             self.live.add(j)
             j.start, j.state, j.work0 = t, RUNNING, 0.0
-            j.finish = t + j.passes * self.d
-            if j.finish > self.busy_until:
-                self.busy_until = j.finish
-            ev = events.get(j.finish)
-            if ev is None:
-                ev = events[j.finish] = _TargetEvent(self.env, j.finish - now)
-                ev.jobs = []
-                ev.callbacks.append(self._done)
-            ev.jobs.append(j)
-        batch = sum(1 for j in self.live if j.finish > t)  # those still running when the new ones start
+            j.finish = f = t + j.passes * self.d
+            if f > self.busy_until:
+                self.busy_until = f
+            heappush(self.heap, (f, self.seq, j))
+            self.seq += 1
+        # those still running when the new ones start (at t = now every live one is: finishes at now
+        # were processed first, their events being URGENT)
+        batch = len(self.live) if t == now else sum(1 for j in self.live if j.finish > t)
         for j in jobs:
             j.batch = batch
-        self.peak = max(self.peak, batch)
+        if batch > self.peak:
+            self.peak = batch
+        self._arm()
+
+    def _arm(self) -> None:
+        """Schedule an event at the earliest live finish, unless one comes by then."""
+        heap = self.heap
+        while heap and heap[0][2].state != RUNNING:
+            heappop(heap)
+        if heap and heap[0][0] < self.armed:
+            self.armed = heap[0][0]
+            self.token += 1
+            ev = _TargetEvent(self.env, self.armed - self.env._now)
+            ev.token = self.token
+            ev.callbacks.append(self._done)
 
     def _done(self, ev: simpy.Event) -> None:
-        done = [j for j in ev.jobs if j.state == RUNNING]  # not cancelled meanwhile
+        if ev.token != self.token:  # superseded by an earlier one
+            return
+        self.armed = math.inf
+        heap, lim = self.heap, self.env._now + _tol(self.env._now)
+        done = []
+        while heap and heap[0][0] <= lim:
+            j = heappop(heap)[2]
+            if j.state == RUNNING:
+                done.append(j)
         for j in done:
             self.live.discard(j)
             j.state, j.end, j.work = DONE, j.finish, j.passes
@@ -648,6 +725,7 @@ class _FixedRateServer(_TargetServer):
             self.seq_iters += j.passes
         for j in done:  # a callback may end the stage of the others: they check for that
             j.on_done(j)
+        self._arm()
 
     def cancel(self, jobs: list[_Job]) -> None:
         now = self.env._now
@@ -737,6 +815,14 @@ class _Sim:
         self.stopped = False
 
     # -- pieces shared by the schedulers
+
+    def expected_steps_per_cycle(self) -> float:
+        """``E[min(X, k1 - 1) + 1] = sum_{i < k1} P_W^i`` in sync mode; 1 in ar mode."""
+        cfg = self.cfg
+        if cfg.mode != "sync":
+            return 1.0
+        pw = accept_probability(cfg.alpha1, cfg.width, cfg.correlation)
+        return sum(pw**i for i in range(cfg.k1))
 
     def _target_job(self, pos: int, carried: bool = False) -> _Job:
         L = self.tlen()
@@ -1011,9 +1097,9 @@ class _Sim:
         events = next(env._eid) - len(env._queue)  # events scheduled minus those still queued
         if self.stages:
             self._stage_rows()
-        return self._result(events, wall)
+        return self._result(events, wall, "des")
 
-    def _result(self, events: int, wall: float) -> SimResult:
+    def _result(self, events: int, wall: float, engine: str) -> SimResult:
         cfg, srv = self.cfg, self.srv
         end = np.asarray(self.cycle_end)
         base = np.asarray(self.cycle_base)
@@ -1041,6 +1127,7 @@ class _Sim:
             wasted_target_work=srv.wasted / srv.seq_iters if srv.seq_iters else 0.0,
             peak_positions=srv.peak * cfg.k2,
             c1_eff=self.c1_eff,
+            engine=engine,
             events=int(events),
             wall_seconds=wall,
             events_per_second=events / wall if wall > 0 else 0.0,
@@ -1095,8 +1182,14 @@ def simulate(cfg: SimConfig, trace: str | Path | None = None, chrome: str | Path
 
     Both files are written atomically, after the run.
     """
-    sim = _Sim(cfg, record=trace is not None or chrome is not None)
-    res = sim.run()
+    record = trace is not None or chrome is not None
+    sim = _Sim(cfg, record=record)
+    if cfg.engine == "renewal" or (cfg.engine == "auto" and cfg.mode != "async" and not record):
+        from .renewal import run_renewal
+
+        res = run_renewal(sim)
+    else:
+        res = sim.run()
     if trace is not None or chrome is not None:
         write_outputs(sim, res, trace, chrome)
     return res

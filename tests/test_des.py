@@ -23,30 +23,37 @@ def run(**kw):
 # ----------------------------------------------------------------------------- exact times
 
 
-def test_sync_cycle_k3_all_accepted_ends_at_1_4():
+ENGINES = pytest.mark.parametrize("engine", ["des", "renewal"])
+
+
+@ENGINES
+def test_sync_cycle_k3_all_accepted_ends_at_1_4(engine):
     # Algorithm 1: drafts at [0, .2], [.2, .4]; the target batch [.4, 1.4]; free verifier
-    r = run(mode="sync", alpha1=1.0, c1=0.2, k1=3, steps=3)
+    r = run(mode="sync", alpha1=1.0, c1=0.2, k1=3, steps=3, engine=engine)
     assert r.sim_time == pytest.approx(1.4, abs=1e-12)
     assert (r.steps, r.cycles, r.accepted_per_cycle) == (3, 1, 2.0)
     assert r.speedup == pytest.approx(3 / 1.4, abs=1e-12)
 
 
-def test_sync_rejection_keeps_one_target_step_per_cycle():
-    r = run(mode="sync", alpha1=0.0, c1=0.2, k1=3, steps=2)
+@ENGINES
+def test_sync_rejection_keeps_one_target_step_per_cycle(engine):
+    r = run(mode="sync", alpha1=0.0, c1=0.2, k1=3, steps=2, engine=engine)
     assert r.sim_time == pytest.approx(2.8, abs=1e-12)  # two cycles of 1.4, one step each
     assert r.steps == 2 and r.acceptance_rate == 0.0
     assert r.wasted_target_work == pytest.approx(2 / 3)  # target steps 1 and 2 followed a rejected draft
 
 
-def test_sync_verifier_cost_adds_to_the_cycle():
-    r = run(mode="sync", alpha1=1.0, c1=0.2, k1=3, verifier_cost=0.1, steps=6)
+@ENGINES
+def test_sync_verifier_cost_adds_to_the_cycle(engine):
+    r = run(mode="sync", alpha1=1.0, c1=0.2, k1=3, verifier_cost=0.1, steps=6, engine=engine)
     assert r.sim_time == pytest.approx(3.0, abs=1e-12)  # 2 cycles x (0.4 + 1 + 0.1)
 
 
-def test_sync_batch_dependent_latency():
+@ENGINES
+def test_sync_batch_dependent_latency(engine):
     # T(1) = 1, T(2) = 1.5 per pass: draft 0.2, then a batch of 2 costs 1.5
     lat = CurveLatency((1, 2), (1.0, 1.5), axis="batch")
-    r = run(mode="sync", alpha1=1.0, c1=0.2, k1=2, step_tokens=ONE, target_latency=lat, steps=4)
+    r = run(mode="sync", alpha1=1.0, c1=0.2, k1=2, step_tokens=ONE, target_latency=lat, steps=4, engine=engine)
     assert r.sim_time == pytest.approx(2 * 1.7, abs=1e-12)
     assert r.speedup == pytest.approx(4 / 3.4, abs=1e-12)
 
@@ -78,19 +85,22 @@ def test_async_verifier_latency_by_hand():
     assert r.sim_time == pytest.approx(2.4, abs=1e-12)
 
 
-def test_ar_baseline_and_token_sd_exact():
-    r = run(mode="ar", steps=7, step_tokens=Constant(5))
+@ENGINES
+def test_ar_baseline_and_token_sd_exact(engine):
+    r = run(mode="ar", steps=7, step_tokens=Constant(5), engine=engine)
     assert r.sim_time == pytest.approx(7.0) and r.speedup == pytest.approx(1.0, abs=1e-12)
     # alpha2 = 1: every pass writes k2 = 4 tokens; an 8-token step is 2 passes of (1 + .25 * 3)/8
-    r = run(mode="ar", steps=3, step_tokens=Constant(8), k2=4, alpha2=1.0, c2=0.25)
+    r = run(mode="ar", steps=3, step_tokens=Constant(8), k2=4, alpha2=1.0, c2=0.25, engine=engine)
     assert r.sim_time == pytest.approx(3 * 2 * 1.75 / 8, abs=1e-12)
     assert r.speedup == pytest.approx(4 / 1.75, abs=1e-12)  # g at alpha2 -> 1
 
 
-def test_width_tree_batches_the_drafter():
+@ENGINES
+def test_width_tree_batches_the_drafter(engine):
     # draft latency grows with the batch: depth 0 drafts 2 candidates (1.0 s/pass), depth 1 drafts 4 (2.0 s/pass)
     dl = CurveLatency((1, 2, 4), (0.5, 1.0, 2.0), axis="batch")
-    r = run(mode="sync", alpha1=1.0, k1=3, width=2, tree=True, step_tokens=ONE, draft_latency=dl, steps=3)
+    r = run(mode="sync", alpha1=1.0, k1=3, width=2, tree=True, step_tokens=ONE, draft_latency=dl, steps=3,
+            engine=engine)
     assert r.sim_time == pytest.approx(1.0 + 2.0 + 1.0, abs=1e-12)
 
 
@@ -107,6 +117,7 @@ def test_width_tree_batches_the_drafter():
     (dict(k2=2, token_model="mean"), "use join 'immediate'"),
     (dict(mode="sync", k1=8, target_latency=CurveLatency((1, 4), (1.0, 1.2))), "outside the latency table"),
     (dict(mode="sync", width=8, k1=6, tree=True), "exceeds"),
+    (dict(mode="async", engine="renewal"), "sync and ar only"),
 ])
 def test_bad_configurations_raise_one_line(kw, msg):
     with pytest.raises(ValueError, match=msg) as e:
@@ -205,6 +216,31 @@ def test_general_server_equals_fixed_rate_server(mode, join, k1, k2, v):
         assert a[key] == pytest.approx(b[key], rel=1e-12), key
     for key in ("target_utilisation", "wasted_target_work"):  # differ only in booking a sequence cut at the end
         assert a[key] == pytest.approx(b[key], rel=0.03), key
+
+
+# ----------------------------------------------------------------------------- the two engines agree
+
+
+@pytest.mark.parametrize("mode, k1, k2, width, tree, tokens, model, latency", [
+    ("sync", 4, 1, 1, False, "sampled", Constant(52), None),
+    ("sync", 4, 3, 1, False, "sampled", LogNormal(20, 0.6), CurveLatency((1, 4, 16), (0.05, 0.06, 0.1))),
+    ("sync", 3, 3, 3, False, "mean", Constant(8), None),
+    ("sync", 3, 1, 2, True, "sampled", LogNormal(20, 0.6), None),
+    ("sync", 1, 3, 1, False, "sampled", Constant(8), None),
+    ("ar", 1, 1, 1, False, "sampled", LogNormal(20, 0.6), None),
+    ("ar", 1, 4, 1, False, "sampled", Constant(8), CurveLatency((1, 4, 16), (0.05, 0.06, 0.1))),
+    ("ar", 1, 4, 1, False, "mean", LogNormal(20, 0.6), None),
+])
+def test_renewal_engine_reproduces_the_event_engine(mode, k1, k2, width, tree, tokens, model, latency):
+    kw = dict(mode=mode, k1=k1, k2=k2, width=width, tree=tree, token_model=tokens, step_tokens=model,
+              target_latency=latency, join="immediate" if tokens == "mean" else "iteration", alpha1=0.6,
+              correlation=0.3, verifier_latency=Uniform(0.0, 0.1), steps=3000, seed=7,
+              draft_latency=CurveLatency((1, 64), (0.01, 0.02), axis="batch") if width > 1 else None)
+    a = run(engine="des", **kw).to_dict()
+    b = run(engine="renewal", **kw).to_dict()
+    assert (a["engine"], b["engine"]) == ("des", "renewal")
+    for key in set(a) - {"config", "events", "wall_seconds", "events_per_second", "engine", "mode"}:
+        assert a[key] == (b[key] if b[key] is None else pytest.approx(b[key], rel=1e-9)), key
 
 
 # ----------------------------------------------------------------------------- traces
