@@ -887,14 +887,11 @@ class _Sim:
         cfg, srv, env = self.cfg, self.srv, self.env
         k1 = cfg.k1
         while True:
-            t = c0 = env._now
             drafts = []
             for j in range(k1 - 1):  # k1 - 1 drafts back to back on the drafter
                 d, lens, b = self._draft(j)
-                drafts.append([t, t + d, lens, b, False])
-                t += d
-            if k1 > 1:
-                yield env.timeout(t - c0)
+                drafts.append([env._now, env._now + d, lens, b, False])
+                yield env.timeout(d)
             jobs = [self._target_job(j) for j in range(k1)]
             yield srv.run(jobs)  # the target writes k1 steps in one batch
             v0 = env._now
