@@ -925,7 +925,7 @@ class _Sim:
         if self.stopped:
             return
         limit = st.V + self.cfg.k1  # look at most k1 positions past the last verified one
-        if not self.drafting and st.drafted < limit:
+        if not self.drafting and st.drafted < limit and self.cfg.k1 > 1:  # k1 = 1: nothing to look ahead
             d, lens, b = self._draft(0)
             self.drafting = True
             now = env._now
@@ -957,7 +957,11 @@ class _Sim:
     def _on_target(self, job: _Job) -> None:
         if job.sid != self.sid or self.stopped:
             return
-        if job.pos < self.st.drafted:
+        if self.cfg.k1 == 1:  # target-only: its step is the output, a stage per step
+            self.st.base += job.tokens
+            self._commit(0, job.tokens, 1)
+            self._end_stage(0)
+        elif job.pos < self.st.drafted:
             self._verify(job.pos)
 
     def _verify(self, pos: int) -> None:
@@ -994,6 +998,7 @@ class _Sim:
         self._pump()
 
     def _end_stage(self, r: int) -> None:
+        """The stage ends at position ``r``: the target's step there is the last output (rejection, or k1 = 1)."""
         st, srv = self.st, self.srv
         if self.drafting:
             st.drafts[-1][1], st.drafts[-1][4] = self.env._now, True  # the draft in progress is abandoned

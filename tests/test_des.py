@@ -79,6 +79,12 @@ def test_async_all_rejected_is_target_speed_with_waste():
     assert r.wasted_target_work == pytest.approx(0.8 / 1.8)  # target 1 ran .2 -> 1 each stage, then cancelled
 
 
+def test_async_k1_1_is_target_only_like_sync():
+    kw = dict(k1=1, k2=3, verifier_cost=0.1, step_tokens=LogNormal(30, 0.5), steps=2000, seed=2)
+    a, s = run(mode="async", **kw), run(mode="sync", **kw)
+    assert (a.sim_time, a.speedup, a.acceptance_rate) == (pytest.approx(s.sim_time), pytest.approx(s.speedup), None)
+
+
 def test_async_verifier_latency_by_hand():
     # as the all-accepted case with a 0.1 verifier: commits at 1.1, 1.3, 2.2, 2.4
     r = run(mode="async", alpha1=1.0, c1=0.2, k1=2, step_tokens=ONE, join="immediate", verifier_cost=0.1, steps=4)
