@@ -161,6 +161,8 @@ def build_parser() -> Parser:
     p.add_argument("--workers", type=positive_int, help="local processes (default: all cores)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on this dask.distributed scheduler instead")
     p.add_argument("--skip-invalid", action="store_true", help="leave out grid points that are invalid or over budget")
+    p.add_argument("--distinct-seeds", action="store_true",
+                   help="point i gets seed + i (independent points) instead of one seed for all (common random numbers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
@@ -284,7 +286,7 @@ def cmd_sweep(a: argparse.Namespace) -> str:
     axes = {name: parse_grid(getattr(a, name), parse) for _, name, parse in scalars
             if getattr(a, name) is not None}
     out = check_output(a.out)
-    configs, skipped = build_configs(fixed, axes, a.skip_invalid)
+    configs, skipped = build_configs(fixed, axes, a.skip_invalid, a.distinct_seeds)
     t = time.perf_counter()
     rows = run_configs(configs, a.workers, a.scheduler, progress=not a.no_progress)
     write_rows(rows, out)

@@ -3,9 +3,10 @@
 Runs on a local process pool (all cores by default) or, given a scheduler
 address, on a Dask cluster (``dask.distributed``); shows a tqdm progress bar
 on stderr; writes one row per point to CSV or Parquet atomically (temporary
-file, then ``os.replace``).  Every point uses the same seed (common random
-numbers: neighbouring points see the same acceptance and length draws, which
-makes differences between them less noisy).
+file, then ``os.replace``).  By default every point uses the same seed (common
+random numbers: neighbouring points see the same acceptance and length draws,
+which makes differences between them less noisy); ``distinct_seeds`` gives point
+``i`` the seed ``seed + i`` instead (independent points, e.g. for tests of agreement).
 
 >>> rows = run_grid({"mode": "sync"}, {"alpha1": [0.6, 0.8], "k1": [2, 4]}, steps=1000)  # doctest: +SKIP
 """
@@ -66,13 +67,16 @@ def grid_points(axes: dict[str, list]) -> list[dict]:
     return [dict(zip(names, vals)) for vals in itertools.product(*(axes[n] for n in names))]
 
 
-def build_configs(base: dict, axes: dict[str, list], skip_invalid: bool = False) -> tuple[list[SimConfig], int]:
+def build_configs(base: dict, axes: dict[str, list], skip_invalid: bool = False,
+                  distinct_seeds: bool = False) -> tuple[list[SimConfig], int]:
     """One validated :class:`SimConfig` per grid point; returns (configs, number skipped).
 
     An invalid point raises ``ValueError`` naming it, unless ``skip_invalid``.
     """
     configs, skipped = [], 0
-    for point in grid_points(axes):
+    for i, point in enumerate(grid_points(axes)):
+        if distinct_seeds:
+            point = point | {"seed": (base | point).get("seed", 0) + i}
         try:
             configs.append(SimConfig(**(base | point)))
         except ValueError as e:
@@ -214,11 +218,11 @@ def write_rows(rows: list[dict], path: str | os.PathLike) -> Path:
 
 def run_grid(base: dict, axes: dict[str, Iterable], out: str | os.PathLike | None = None,
              workers: int | None = None, scheduler: Any = None, progress: bool = False,
-             skip_invalid: bool = False, **fixed: Any) -> list[dict]:
+             skip_invalid: bool = False, distinct_seeds: bool = False, **fixed: Any) -> list[dict]:
     """Sweep ``base | fixed`` over the grid ``axes`` (lists of values); optionally write ``out``."""
     if out is not None:
         check_output(out)
-    configs, _ = build_configs(base | fixed, {k: list(v) for k, v in axes.items()}, skip_invalid)
+    configs, _ = build_configs(base | fixed, {k: list(v) for k, v in axes.items()}, skip_invalid, distinct_seeds)
     rows = run_configs(configs, workers, scheduler, progress)
     if out is not None:
         write_rows(rows, out)

@@ -97,3 +97,10 @@ def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         write_rows(rows, out)
     assert out.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["s.csv"]
+
+
+def test_distinct_seeds():
+    same = run_grid({"steps": 300, "seed": 5}, {"c1": [0.1, 0.2]}, workers=1)
+    own = run_grid({"steps": 300, "seed": 5}, {"c1": [0.1, 0.2]}, workers=1, distinct_seeds=True)
+    assert [r["seed"] for r in same] == [5, 5] and [r["seed"] for r in own] == [5, 6]
+    assert own[0]["speedup"] == same[0]["speedup"] and own[1]["speedup"] != same[1]["speedup"]
