@@ -14,10 +14,11 @@ import os
 import platform
 import time
 
+from report import report
+
 from lrsim.montecarlo import simulate_async, simulate_sync
 from lrsim.planner import plan
 from lrsim.theorems import thm4_scan
-from report import report
 
 
 def best_of(fn, repeat):

@@ -74,7 +74,7 @@ def _model(parse: Callable[[str], object]) -> Callable[[str], object]:
 
 def _sim_flags() -> tuple[list, list]:
     """(flag, SimConfig field, parser): scalars (grids in ``sweep``) and models (one value in both commands)."""
-    from .des import JOINS, MODES, TOKEN_MODELS
+    from .des import ENGINES, JOINS, MODES, TOKEN_MODELS
     from .latency import load_latency, parse_dist
 
     scalars = [
@@ -84,6 +84,7 @@ def _sim_flags() -> tuple[list, list]:
         ("--verifier-cost", "verifier_cost", nonnegative), ("--budget", "budget", positive_int),
         ("--steps", "steps", positive_int), ("--seed", "seed", nonnegative_int),
         ("--token-model", "token_model", _choice(TOKEN_MODELS)), ("--join", "join", _choice(JOINS)),
+        ("--engine", "engine", _choice(ENGINES)),
     ]
     models = [
         ("--step-tokens", "step_tokens", _model(parse_dist)), ("--draft-tokens", "draft_tokens", _model(parse_dist)),
@@ -162,7 +163,7 @@ def build_parser() -> Parser:
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on this dask.distributed scheduler instead")
     p.add_argument("--skip-invalid", action="store_true", help="leave out grid points that are invalid or over budget")
     p.add_argument("--distinct-seeds", action="store_true",
-                   help="point i gets seed + i (independent points) instead of one seed for all (common random numbers)")
+                   help="point i gets seed + i (independent points), not one seed for all (common random numbers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 

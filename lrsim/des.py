@@ -35,7 +35,9 @@ with the default models one target step at batch 1 costs ``T = 1``):
   positions past the last verified one; position ``j`` is verified when draft
   and target ``j`` both exist; at the first rejection the target's step is
   committed, everything that depends on the rejected draft is cancelled and a
-  new stage starts.
+  new stage starts.  ``k1 = 1`` is target-only in both modes (nothing to look
+  ahead: no draft, no verifier).  At equal times the target's completions are
+  processed before drafter and verifier events, so ties resolve one way.
 - **Baseline**: target-only autoregressive decoding at batch 1 of the same
   output steps: each output position costs ``tau(1, 1) * L_t``, ``L_t`` the
   length of the target step written for that position in this run (common
@@ -48,6 +50,9 @@ Under the paper's assumptions (constant latency, free verifier, constant
 step length, i.i.d. acceptance, ``W = 1``, ``token_model = "mean"`` and
 ``draft_sd`` for the hybrid) the simulated speedups are the closed forms of
 :mod:`lrsim.theory`; the tests and ``studies/`` check how closely.
+
+Sync and ar runs without a trace go to :mod:`lrsim.renewal`, which computes
+the same cycles from the same random streams without events (same results).
 """
 
 from __future__ import annotations
@@ -56,8 +61,8 @@ import json
 import math
 import time
 from bisect import bisect_left
-from heapq import heappop, heappush
 from dataclasses import dataclass, field, fields
+from heapq import heappop, heappush
 from pathlib import Path
 from typing import Any, Callable
 
@@ -350,7 +355,8 @@ class _Passes:
     def _to(self, need: int) -> tuple[int, int]:
         while self.C[-1] < need:
             self._extend()
-        q = bisect_left(self.C, need, self.p)
+        hi = min(len(self.C), self.p + need - self.C[self.p] + 1)  # a pass writes >= 1 token
+        q = bisect_left(self.C, need, self.p, hi)
         passes, tokens = q - self.p, self.C[q] - self.C[self.p]
         self.p = q
         return passes, tokens
@@ -870,7 +876,7 @@ class _Sim:
     # -- ar: target-only decoding
 
     def _ar(self):
-        srv, env = self.srv, self.env
+        srv = self.srv
         while True:
             job = self._target_job(0, carried=True)
             yield srv.run([job])
@@ -921,27 +927,27 @@ class _Sim:
 
     def _pump(self) -> None:
         """Start whatever the gates allow: the drafter and target steps within the look-ahead."""
-        st, env = self.st, self.env
+        st, k1 = self.st, self.cfg.k1
         if self.stopped:
             return
-        limit = st.V + self.cfg.k1  # look at most k1 positions past the last verified one
-        if not self.drafting and st.drafted < limit and self.cfg.k1 > 1:  # k1 = 1: nothing to look ahead
+        limit = st.V + k1  # look at most k1 positions past the last verified one
+        if not self.drafting and st.drafted < limit and k1 > 1:  # k1 = 1: nothing to look ahead
             d, lens, b = self._draft(0)
             self.drafting = True
-            now = env._now
+            now = self.env._now
             st.drafts.append([now, now + d, lens, b, False])
-            ev = Timeout(env, d)
+            ev = Timeout(self.env, d)
             ev.sid, ev.pos = st.sid, st.drafted
             ev.callbacks.append(self._on_draft)
-        new = []
-        while st.started <= st.drafted and st.started < limit:  # target j needs drafts 0..j-1
-            job = self._target_job(st.started)
-            job.sid, job.on_done = st.sid, self._on_target
-            job.verdict = self.verdicts()  # drawn in position order, whatever order verification runs in
-            st.jobs.append(job)
-            new.append(job)
-            st.started += 1
-        if new:
+        if st.started <= st.drafted and st.started < limit:  # target j needs drafts 0..j-1
+            new = []
+            while st.started <= st.drafted and st.started < limit:
+                job = self._target_job(st.started)
+                job.sid, job.on_done = st.sid, self._on_target
+                job.verdict = self.verdicts()  # drawn in position order, whatever order verification runs in
+                new.append(job)
+                st.started += 1
+            st.jobs += new
             self.srv.submit(new)
 
     def _on_draft(self, ev: Timeout) -> None:

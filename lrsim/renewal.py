@@ -53,8 +53,8 @@ def _passes(sim: _Sim, lengths: np.ndarray, stream, sampled: bool) -> np.ndarray
     return np.asarray(flat, dtype=float).reshape(lengths.shape)
 
 
-def _sync_block(sim: _Sim, n: int) -> dict[str, np.ndarray]:
-    """Simulate ``n`` sync cycles; per-cycle arrays."""
+def _sync_block(sim: _Sim, n: int, costs: dict[int, float]) -> dict[str, np.ndarray]:
+    """Simulate ``n`` sync cycles (``costs[b]``: target iteration time at batch ``b``); per-cycle arrays."""
     cfg = sim.cfg
     k1, W = cfg.k1, cfg.width
     sampled = not sim.mean_tokens
@@ -75,7 +75,7 @@ def _sync_block(sim: _Sim, n: int) -> dict[str, np.ndarray]:
             lens_by_depth.append(lens)
     lt = sim.tlen.take(n * k1).reshape(n, k1)
     tp = _passes(sim, lt, sim.tpass, sampled)
-    target_time, finish_sorted = _shrinking_batch(tp, sim.srv_costs)
+    target_time, finish_sorted = _shrinking_batch(tp, costs)
     verify = sim.vtime.take(n) if (k1 > 1 and sim.vtime is not None) else np.zeros(n)
     first = sim.verdicts.take(n * (k1 - 1)).reshape(n, k1 - 1)
     rejected = first < 0
@@ -101,7 +101,7 @@ def _sync_block(sim: _Sim, n: int) -> dict[str, np.ndarray]:
     }
 
 
-def _ar_block(sim: _Sim, n: int) -> dict[str, np.ndarray]:
+def _ar_block(sim: _Sim, n: int, costs: dict[int, float]) -> dict[str, np.ndarray]:
     """Simulate ``n`` target-only steps (the token stream runs on across step boundaries)."""
     lt = sim.tlen.take(n)
     if sim.tpass is None:
@@ -110,7 +110,7 @@ def _ar_block(sim: _Sim, n: int) -> dict[str, np.ndarray]:
         passes = lt / sim.mu2
     else:
         passes = sim.tpass.carried_many(lt).astype(float)
-    t = passes * sim.srv_costs[1]
+    t = passes * costs[1]
     zeros = np.zeros(n)
     return {"time": t, "steps": np.ones(n, dtype=np.int64), "base": lt, "tokens": lt.astype(float),
             "accepted": zeros, "decisive": zeros, "seq_time": t, "seq_iters": passes, "wasted": zeros}
@@ -121,12 +121,12 @@ def run_renewal(sim: _Sim) -> SimResult:
     cfg = sim.cfg
     block = _sync_block if cfg.mode == "sync" else _ar_block
     wall = time.perf_counter()
-    sim.srv_costs = {b: sim.srv.iteration_time(b) for b in range(1, max(cfg.k1, 1) + 1)}
+    costs = {b: sim.srv.iteration_time(b) for b in range(1, cfg.k1 + 1)}
     parts, steps = [], 0
     while steps < cfg.steps:
         per_cycle = max(1.0, sim.expected_steps_per_cycle())
         n = int(min(65536, max(64, 1.1 * (cfg.steps - steps) / per_cycle + 16)))
-        part = block(sim, n)
+        part = block(sim, n, costs)
         parts.append(part)
         steps += int(part["steps"].sum())
     c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}

@@ -11,14 +11,13 @@ Run: python studies/budget_split_des.py [--out figures] [--steps N]
 """
 
 import numpy as np
+import plotly.graph_objects as go
 from common import column, error_bars, grid, parse_args
 
 from lrsim import theory
 from lrsim.cli import DEFAULTS
 from lrsim.latency import LogNormal
 from lrsim.plots import save_figure
-
-import plotly.graph_objects as go
 
 A1, C1, A2, C2 = DEFAULTS["alpha1"], DEFAULTS["c1"], DEFAULTS["alpha2"], DEFAULTS["c2"]
 PURE = [1, 2, 4, 8, 16, 32, 64]

@@ -12,8 +12,17 @@ Run: python studies/latency_optimum.py [--out figures] [--steps N]
 """
 
 import numpy as np
-from common import (CPU_DRAFT, CPU_STEP_TOKENS, CPU_TARGET, JUDGE_VERIFY, MPNET_VERIFY, column, error_bars, grid,
-                    parse_args)
+from common import (
+    CPU_DRAFT,
+    CPU_STEP_TOKENS,
+    CPU_TARGET,
+    JUDGE_VERIFY,
+    MPNET_VERIFY,
+    column,
+    error_bars,
+    grid,
+    parse_args,
+)
 from plotly.subplots import make_subplots
 
 from lrsim import theory
@@ -41,6 +50,7 @@ def main() -> None:
     print(f"alpha1 = {ALPHA1}, c1 = {C1:.3f}; best k1 and speedup per case")
     panels = (("sync", {}), ("async", {}), ("sync", SD))
     for col, (mode, sd) in enumerate(panels, 1):
+        label = mode + ("+SD" if sd else "")
         exact = theory.f_step(ALPHA1, C1, ks, mode) * (theory.g(0.35, 0.01, 4) if sd else 1.0)
         fig.add_scatter(x=ks, y=exact, mode="lines", name="closed form", line={"color": "grey", "dash": "dot"},
                         showlegend=col == 1, row=1, col=col)
@@ -48,7 +58,7 @@ def main() -> None:
             rows = grid(args, base | kw | sd | {"mode": mode}, {"k1": K1})
             y = column(rows, "speedup")
             best = int(np.argmax(y))
-            print(f"  {mode + ('+SD' if sd else ''):8s} {name:40s} best k1 = {K1[best]:2d}: {y[best]:.3f}x   (k1 = 1..10: "
+            print(f"  {label:8s} {name:40s} best k1 = {K1[best]:2d}: {y[best]:.3f}x   (k1 = 1..10: "
                   + " ".join(f"{v:.2f}" for v in y) + ")")
             fig.add_scatter(x=ks, y=y, error_y=error_bars(rows), mode="lines+markers", name=name,
                             line={"color": color}, showlegend=col == 1, row=1, col=col)
@@ -56,7 +66,7 @@ def main() -> None:
                             marker={"symbol": "star", "size": 16, "color": color, "line": {"width": 1}},
                             row=1, col=col)
         best_th = int(np.argmax(exact))
-        print(f"  {mode + ('+SD' if sd else ''):8s} {'closed form':40s} best k1 = {K1[best_th]:2d}: {exact[best_th]:.3f}x")
+        print(f"  {label:8s} {'closed form':40s} best k1 = {K1[best_th]:2d}: {exact[best_th]:.3f}x")
     fig.update_xaxes(title_text="k1 (sync: steps per cycle; async: depth)")
     fig.update_yaxes(title_text="speedup over autoregressive", col=1)
     fig.update_layout(title=f"This CPU: speedup vs k1 with the measured T(b) and verifier latencies "
