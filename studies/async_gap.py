@@ -9,12 +9,11 @@ Run: python studies/async_gap.py [--out figures] [--steps N]
 """
 
 import numpy as np
-from common import column, error_bars, grid, parse_args, z_scores
+from common import column, error_bars, finish, grid, parse_args, z_scores
 from plotly.subplots import make_subplots
 
 from lrsim import theory
 from lrsim.latency import LogNormal
-from lrsim.plots import save_figure
 
 KS = list(range(1, 11))
 POINTS = [(0.7, 0.3), (0.7, 0.2), (0.5, 0.15)]
@@ -57,10 +56,7 @@ def main() -> None:
     fig.update_xaxes(title_text="look-ahead depth k1")
     fig.update_yaxes(title_text="speedup over autoregressive", row=1, col=1)
     fig.update_yaxes(title_text="relative gap", tickformat=".0%", row=1, col=2)
-    fig.update_layout(title="Async LR: event-simulated pipeline vs Theorem 2 (App. B stage model)",
-                      template="plotly_white", legend={"orientation": "h", "y": -0.2})
-    for p in save_figure(fig, args.out / "async_gap"):
-        print(p)
+    finish(fig, args, "async_gap", "Async LR: event-simulated pipeline vs Theorem 2 (App. B stage model)")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ Run: python studies/budget_split_des.py [--out figures] [--steps N]
 
 import numpy as np
 import plotly.graph_objects as go
-from common import column, error_bars, grid, parse_args
+from common import column, error_bars, finish, grid, parse_args
 
 from lrsim import theory
 from lrsim.cli import DEFAULTS
 from lrsim.latency import LogNormal
-from lrsim.plots import save_figure
 
 A1, C1, A2, C2 = DEFAULTS["alpha1"], DEFAULTS["c1"], DEFAULTS["alpha2"], DEFAULTS["c2"]
 PURE = [1, 2, 4, 8, 16, 32, 64]
@@ -52,11 +51,10 @@ def main() -> None:
                             marker={"color": color, "symbol": symbol, "size": 9, "line": {"width": 2}})
     fig.add_hline(y=float(theory.sd_ceiling(A2)), line={"color": "grey", "dash": "dot"},
                   annotation_text="token SD ceiling 1/(1-alpha2)")
-    fig.update_layout(title=f"Speedup vs budget M, event-simulated (alpha1={A1}, c1={C1}, alpha2={A2}, c2={C2})",
-                      xaxis_title="parallel budget M (target positions)", yaxis_title="speedup over autoregressive",
-                      template="plotly_white", legend={"font": {"size": 10}})
-    for p in save_figure(fig, args.out / "budget_split_des"):
-        print(p)
+    finish(fig, args, "budget_split_des",
+           f"Speedup vs budget M, event-simulated (alpha1={A1}, c1={C1}, alpha2={A2}, c2={C2})",
+           xaxis_title="parallel budget M (target positions)", yaxis_title="speedup over autoregressive",
+           legend={"font": {"size": 10}})
 
 
 if __name__ == "__main__":

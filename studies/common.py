@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from lrsim.latency import CurveLatency
+from lrsim.plots import save_figure
 from lrsim.sweep import run_grid
 
 FIGURES = Path(__file__).resolve().parents[1] / "figures"
@@ -52,3 +53,12 @@ def z_scores(rows: list[dict], exact) -> np.ndarray:
     y = column(rows, "speedup")
     se = (column(rows, "ci_high") - column(rows, "ci_low")) / (2 * 2.0395)
     return (y - np.asarray(exact, dtype=float)) / se
+
+
+def finish(fig, args: argparse.Namespace, name: str, title: str, **layout) -> None:
+    """Title and house style (legend below the plot unless ``layout`` says otherwise), then write and list
+    ``NAME.html`` / ``NAME.png``."""
+    fig.update_layout(**({"title": title, "template": "plotly_white", "legend": {"orientation": "h", "y": -0.2}}
+                         | layout))
+    for p in save_figure(fig, args.out / name):
+        print(p)

@@ -9,12 +9,11 @@ Run: python studies/des_agreement.py [--out figures] [--steps N]
 """
 
 import numpy as np
-from common import grid, parse_args, z_scores
+from common import finish, grid, parse_args, z_scores
 from plotly.subplots import make_subplots
 from scipy.stats import norm
 
 from lrsim import theory
-from lrsim.plots import save_figure
 
 ALPHAS = [round(0.1 * i, 1) for i in range(1, 10)]
 CS = [round(0.05 * i, 2) for i in range(1, 10)]
@@ -48,11 +47,8 @@ def main() -> None:
                         row=1, col=col)
     fig.update_xaxes(title_text="c1 (draft / target time per step)")
     fig.update_yaxes(title_text="alpha1 (step acceptance)", col=1)
-    fig.update_layout(title=f"Event simulator vs closed forms under the paper's assumptions: z-scores "
-                            f"({args.steps} steps per cell; |z| < {bonferroni:.2f} is agreement at 5% family-wise)",
-                      template="plotly_white", width=1300)
-    for p in save_figure(fig, args.out / "des_agreement"):
-        print(p)
+    finish(fig, args, "des_agreement", f"Event simulator vs closed forms under the paper's assumptions: z-scores "
+           f"({args.steps} steps per cell; |z| < {bonferroni:.2f} is agreement at 5% family-wise)", width=1300)
 
 
 if __name__ == "__main__":

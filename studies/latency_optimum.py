@@ -20,6 +20,7 @@ from common import (
     MPNET_VERIFY,
     column,
     error_bars,
+    finish,
     grid,
     parse_args,
 )
@@ -27,7 +28,6 @@ from plotly.subplots import make_subplots
 
 from lrsim import theory
 from lrsim.latency import Constant, ConstantLatency
-from lrsim.plots import save_figure
 
 K1 = list(range(1, 11))
 ALPHA1 = 0.75
@@ -69,11 +69,8 @@ def main() -> None:
         print(f"  {label:8s} {'closed form':40s} best k1 = {K1[best_th]:2d}: {exact[best_th]:.3f}x")
     fig.update_xaxes(title_text="k1 (sync: steps per cycle; async: depth)")
     fig.update_yaxes(title_text="speedup over autoregressive", col=1)
-    fig.update_layout(title=f"This CPU: speedup vs k1 with the measured T(b) and verifier latencies "
-                            f"(alpha1 = {ALPHA1}, c1 = {C1:.3f}; stars: optimum)",
-                      template="plotly_white", legend={"orientation": "h", "y": -0.2})
-    for p in save_figure(fig, args.out / "latency_optimum"):
-        print(p)
+    finish(fig, args, "latency_optimum", f"This CPU: speedup vs k1 with the measured T(b) and verifier latencies "
+           f"(alpha1 = {ALPHA1}, c1 = {C1:.3f}; stars: optimum)")
 
 
 if __name__ == "__main__":

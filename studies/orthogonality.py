@@ -10,12 +10,11 @@ Run: python studies/orthogonality.py [--out figures] [--steps N]
 """
 
 import numpy as np
-from common import column, error_bars, grid, parse_args
+from common import column, error_bars, finish, grid, parse_args
 from plotly.subplots import make_subplots
 
 from lrsim import theory
 from lrsim.latency import LogNormal
-from lrsim.plots import save_figure
 
 GAMMA = list(range(0, 9))
 P = dict(alpha1=0.5, c1=0.2, alpha2=0.4, c2=0.01)
@@ -47,10 +46,8 @@ def main() -> None:
     fig.update_xaxes(title_text="draft steps gamma1", col=1)
     fig.update_xaxes(title_text="speculative tokens gamma2", col=2)
     fig.update_yaxes(title_text="speedup over autoregressive", col=1)
-    fig.update_layout(title="Orthogonality of LR and token SD (async LR, event-simulated; dotted: closed forms)",
-                      template="plotly_white", legend={"orientation": "h", "y": -0.2})
-    for p in save_figure(fig, args.out / "orthogonality"):
-        print(p)
+    finish(fig, args, "orthogonality",
+           "Orthogonality of LR and token SD (async LR, event-simulated; dotted: closed forms)")
 
 
 if __name__ == "__main__":

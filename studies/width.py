@@ -10,13 +10,12 @@ Run: python studies/width.py [--out figures] [--steps N]
 """
 
 import numpy as np
-from common import CPU_DRAFT, CPU_STEP_TOKENS, CPU_TARGET, MPNET_VERIFY, column, error_bars, grid, parse_args
+from common import CPU_DRAFT, CPU_STEP_TOKENS, CPU_TARGET, MPNET_VERIFY, column, error_bars, finish, grid, parse_args
 from plotly.subplots import make_subplots
 
 from lrsim import theory
 from lrsim.des import accept_probability
 from lrsim.latency import Constant
-from lrsim.plots import save_figure
 
 WIDTHS = [1, 2, 3, 4, 6, 8]
 ALPHA1, RHO = 0.63, 0.459
@@ -56,10 +55,7 @@ def main() -> None:
                         name=name, showlegend=False, row=1, col=2)
     print("  f_sync(P_W, c1, 3) with free drafting: " + " ".join(f"{v:.3f}" for v in free))
     fig.update_xaxes(title_text="draft width W")
-    fig.update_layout(title="Width W: acceptance rises, speedup does not (sync, depth 2, this CPU's latencies)",
-                      template="plotly_white", legend={"orientation": "h", "y": -0.2})
-    for p in save_figure(fig, args.out / "width"):
-        print(p)
+    finish(fig, args, "width", "Width W: acceptance rises, speedup does not (sync, depth 2, this CPU's latencies)")
 
 
 if __name__ == "__main__":
