@@ -463,15 +463,13 @@ class _TargetServer:
     passes finishes at work ``w0 + n``.  The clock advances at ``1 / d(b)``
     per second, ``d(b)`` the iteration time of the current batch ``b``.  The
     only event scheduled is the next finish (or, with joins at iteration
-    boundaries and a batch-dependent ``d``, the next boundary when someone
-    waits to join or leave).  With a batch-independent ``d`` (``constant``) a
-    join or leave at the next boundary changes no timing, so it is booked at
-    once without an event.
+    boundaries, the next boundary when someone waits to join or leave).
+    Used for batch-dependent latency; :class:`_FixedRateServer` handles the
+    batch-independent case faster.
     """
 
-    def __init__(self, env: simpy.Environment, iteration_time: Callable[[int], float], grid: bool,
-                 constant: bool):
-        self.env, self.iteration_time, self.grid, self.const = env, iteration_time, grid, constant
+    def __init__(self, env: simpy.Environment, iteration_time: Callable[[int], float], grid: bool):
+        self.env, self.iteration_time, self.grid = env, iteration_time, grid
         self.jobs: list[_Job] = []
         self.pending: list[_Job] = []  # waiting for the next boundary (batch-dependent d only)
         self.leaving: list[_Job] = []  # cancelled, leave at the next boundary (batch-dependent d only)
@@ -537,9 +535,6 @@ class _TargetServer:
             self._admit(jobs, self.work, now)
         elif self._on_boundary():
             self._admit(jobs, self.work, now)
-        elif self.const:
-            nb = self._next_boundary()
-            self._admit(jobs, nb, now + (nb - self.work) * self.d)
         else:
             self.pending.extend(jobs)
         self._plan()
@@ -563,16 +558,14 @@ class _TargetServer:
         """Drop sequences; running ones finish the current iteration (``grid``) or leave at once."""
         self._advance()
         at_once = self._on_boundary()
-        w, now = self.work, self.env._now
-        nb = w if at_once else self._next_boundary()
         for j in jobs:
             j.wasted = True
             if j.state == PENDING:
                 self.pending.remove(j)
             elif j.state == RUNNING:
-                if at_once or self.const:
+                if at_once:
                     self.jobs.remove(j)
-                    self._remove(j, nb, now + (nb - w) * self.d)
+                    self._remove(j, self.work, self.env._now)
                 else:
                     self.leaving.append(j)
             j.state = CANCELLED
@@ -662,7 +655,7 @@ class _FixedRateServer(_TargetServer):
     """
 
     def __init__(self, env: simpy.Environment, iteration_time: Callable[[int], float], grid: bool):
-        super().__init__(env, iteration_time, grid, True)
+        super().__init__(env, iteration_time, grid)
         self.d = iteration_time(1)
         self.live: set[_Job] = set()
         self.heap: list[tuple[float, int, _Job]] = []
@@ -796,7 +789,7 @@ class _Sim:
         it = (lambda b: tlat(b, cfg.k2) * self.sd_factor)  # noqa: E731
         grid = cfg.join == "iteration"
         self.srv = (_FixedRateServer(self.env, it, grid) if isinstance(tlat, ConstantLatency)
-                    else _TargetServer(self.env, it, grid, False))
+                    else _TargetServer(self.env, it, grid))
         self.tlen = _lengths(cfg.step_tokens, r_tlen)
         self.dlen = _lengths(dtokens, r_dlen)
         self.tpass = _Passes(r_tpass, cfg.alpha2, cfg.k2) if sd else None
