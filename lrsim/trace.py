@@ -70,7 +70,8 @@ class Header:
     run_id: str = _f("unique id of the run", "")
     created: str = _f("UTC start time, ISO 8601", "")
     notes: str | None = _f("free text")
-    summary: dict | None = _f("what the run measured, when the writer knows it up front (lrsim.des: speedup, ...)")
+    summary: dict | None = _f("what the run measured, from writers that write the trace after the run "
+                              "(lrsim.des: speedup, CI, acceptance, ...)")
     type: str = "header"
     schema: str = _f(f"always '{SCHEMA}'", SCHEMA)
     version: int = _f("major schema version", VERSION)
