@@ -10,10 +10,11 @@ Run: python benchmarks/bench_lrsim.py [--json]
 """
 
 import argparse
-import json
 import os
 import platform
 import time
+
+from report import report
 
 from lrsim.montecarlo import simulate_async, simulate_sync
 from lrsim.planner import plan
@@ -47,13 +48,7 @@ def main() -> None:
         rate = stages / t
         rows.append({"what": f"Monte Carlo {name} (stages/s)", "measured": rate, "target": 1e7, "ratio": rate / 1e7})
     machine = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
-    if args.json:
-        print(json.dumps({"machine": machine, "rows": rows}, indent=2))
-        return
-    print(f"machine: {machine}")
-    print(f"{'what':40s} {'measured':>12s} {'target':>10s} {'target met by':>14s}")
-    for r in rows:
-        print(f"{r['what']:40s} {r['measured']:12.4g} {r['target']:10.4g} {r['ratio']:13.1f}x")
+    report(machine, rows, args.json)
 
 
 if __name__ == "__main__":

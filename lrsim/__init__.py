@@ -7,6 +7,11 @@ Never imports torch.  Modules:
 - :mod:`lrsim.montecarlo` vectorised Monte Carlo of the theorems' stochastic models
 - :mod:`lrsim.theorems`   automatic checks of Theorems 1-4 and the SD ceiling
 - :mod:`lrsim.planner`    exact optimum split of a parallel budget M into (k1, k2)
+- :mod:`lrsim.des`        event simulator of the LR pipeline (SimPy): sync/async, token SD, W, M, latencies
+- :mod:`lrsim.renewal`    the same simulation for sync and ar, vectorised over cycles
+- :mod:`lrsim.latency`    latency models T(batch, tokens) and distributions (step lengths, verifier)
+- :mod:`lrsim.sweep`      grid sweeps of the simulator (process pool or Dask), CSV/Parquet
+- :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder
 - :mod:`lrsim.cli`        the ``lrsim`` command
 """
 

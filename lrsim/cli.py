@@ -1,6 +1,8 @@
 """``lrsim`` command line: thin wrappers that parse, validate, call one function, print.
 
 Bad input gives one line on stderr and exit code 2; nothing else is printed.
+``simulate`` and ``sweep`` take the same flags (one per :class:`lrsim.des.SimConfig` field); in ``sweep`` the
+scalar ones accept a grid.
 """
 
 from __future__ import annotations
@@ -43,8 +45,75 @@ def _number(kind: Callable[[str], float], check: Callable[[float], bool], what: 
 
 
 probability = _number(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+unit = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
 cost = _number(float, lambda v: v > 0, "a number > 0")
+nonnegative = _number(float, lambda v: v >= 0, "a number >= 0")
 positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+
+
+def _choice(options: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in options:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(options)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def _model(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """A latency model or distribution argument; its ValueError becomes a one-line usage error."""
+    def wrapped(text: str) -> object:
+        try:
+            return parse(text)
+        except (ValueError, OSError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return wrapped
+
+
+def _sim_flags() -> tuple[list, list]:
+    """(flag, SimConfig field, parser): scalars (grids in ``sweep``) and models (one value in both commands)."""
+    from .des import ENGINES, JOINS, MODES, TOKEN_MODELS
+    from .latency import load_latency, parse_dist
+
+    scalars = [
+        ("--mode", "mode", _choice(MODES)), ("--alpha1", "alpha1", unit), ("--c1", "c1", cost),
+        ("--k1", "k1", positive_int), ("--alpha2", "alpha2", unit), ("--c2", "c2", cost),
+        ("--k2", "k2", positive_int), ("--width", "width", positive_int), ("--correlation", "correlation", unit),
+        ("--verifier-cost", "verifier_cost", nonnegative), ("--budget", "budget", positive_int),
+        ("--steps", "steps", positive_int), ("--seed", "seed", nonnegative_int),
+        ("--token-model", "token_model", _choice(TOKEN_MODELS)), ("--join", "join", _choice(JOINS)),
+        ("--engine", "engine", _choice(ENGINES)),
+    ]
+    models = [
+        ("--step-tokens", "step_tokens", _model(parse_dist)), ("--draft-tokens", "draft_tokens", _model(parse_dist)),
+        ("--verifier-latency", "verifier_latency", _model(parse_dist)),
+        ("--target-latency", "target_latency", _model(load_latency)),
+        ("--draft-latency", "draft_latency", _model(load_latency)),
+    ]
+    return scalars, models
+
+
+def _add_sim_args(p: argparse.ArgumentParser, grid: bool) -> None:
+    from .des import SimConfig, config_help
+    from .latency import DIST_SYNTAX
+    from .sweep import GRID_SYNTAX
+
+    helps, defaults = config_help(), SimConfig()
+    scalars, models = _sim_flags()
+    for flag, name, parse in scalars:
+        default = getattr(defaults, name)
+        h = f"{helps[name]} (default {default})"
+        if grid:
+            p.add_argument(flag, dest=name, metavar="GRID", help=f"{h}; a grid: {GRID_SYNTAX}")
+        else:
+            p.add_argument(flag, dest=name, type=parse, help=h)
+    for flag, name, parse in models:
+        syntax = DIST_SYNTAX if "latency" not in flag or "verifier" in flag else "SECONDS | JSON | FILE.json"
+        p.add_argument(flag, dest=name, type=parse, metavar="SPEC", help=f"{helps[name]}: {syntax}")
+    p.add_argument("--tree", action="store_true", default=None, help=helps["tree"])
+    p.add_argument("--draft-sd", action=argparse.BooleanOptionalAction, default=None, help=helps["draft_sd"])
 
 
 def _add_theory_args(p: argparse.ArgumentParser) -> None:
@@ -80,6 +149,22 @@ def build_parser() -> Parser:
     _add_theory_args(p)
     p.add_argument("--resolution", type=positive_int, default=10, help="theorem grid values per axis")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("simulate", help="event simulation of one request: speedup, acceptance, utilisation, trace")
+    _add_sim_args(p, grid=False)
+    p.add_argument("--trace", metavar="FILE.jsonl", help="write the run as an lr-trace (JSON Lines)")
+    p.add_argument("--chrome", metavar="FILE.json", help="write a Chrome trace / Perfetto JSON of the run")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("sweep", help="simulate every point of a grid, in parallel, into a CSV or Parquet file")
+    _add_sim_args(p, grid=True)
+    p.add_argument("--out", "-o", required=True, metavar="FILE.csv|FILE.parquet", help="table to write (atomically)")
+    p.add_argument("--workers", type=positive_int, help="local processes (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on this dask.distributed scheduler instead")
+    p.add_argument("--skip-invalid", action="store_true", help="leave out grid points that are invalid or over budget")
+    p.add_argument("--distinct-seeds", action="store_true",
+                   help="point i gets seed + i (independent points), not one seed for all (common random numbers)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
 
@@ -151,7 +236,67 @@ def cmd_report(a: argparse.Namespace) -> str:
     return format_plan(p) + "\n" + "\n".join(summary)
 
 
-COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic, "report": cmd_report}
+def _sim_settings(a: argparse.Namespace) -> dict:
+    """The SimConfig fields given on the command line (the rest keep their defaults)."""
+    scalars, models = _sim_flags()
+    names = [name for _, name, _ in scalars + models] + ["tree", "draft_sd"]
+    return {n: getattr(a, n) for n in names if getattr(a, n) is not None}
+
+
+def format_sim(r) -> str:
+    lo, hi = r.speedup_ci95
+    ci = f"95% CI {lo:.3f}-{hi:.3f}, batch means" if lo is not None else "no CI: fewer than 2 cycles"
+    th = f"   closed form {r.theory_speedup:.3f}x" if r.theory_speedup is not None else ""
+    acc = f"{r.acceptance_rate:.3f}" if r.acceptance_rate is not None else "-"
+    cfg = r.config
+    return "\n".join([
+        f"Lookahead Reasoning simulation ({r.mode}, k1 = {cfg['k1']}, k2 = {cfg['k2']}, W = {cfg['width']}, "
+        f"{r.steps} steps, seed {cfg['seed']})",
+        f"  speedup              {r.speedup:.3f}x  ({ci}){th}",
+        f"  acceptance rate      {acc}  (model P_W = {r.accept_probability:.3f})",
+        f"  per cycle            {r.steps_per_cycle:.3f} steps, {r.accepted_per_cycle:.3f} accepted drafts "
+        f"({r.cycles} cycles)",
+        f"  target utilisation   {r.target_utilisation:.3f}   wasted target work {r.wasted_target_work:.3f}   "
+        f"peak positions {r.peak_positions}",
+        f"  simulated time       {r.sim_time:.6g}  (baseline {r.baseline_time:.6g}, c1_eff {r.c1_eff:.4g})",
+        f"  events               {r.events}  ({r.events_per_second:.3g}/s, {r.wall_seconds:.3f} s wall)",
+    ])
+
+
+def cmd_simulate(a: argparse.Namespace) -> str:
+    from pathlib import Path
+
+    from .atomic import check_writable
+    from .des import SimConfig, simulate
+
+    cfg = SimConfig(**_sim_settings(a))
+    for path in (a.trace, a.chrome):
+        if path:
+            check_writable(Path(path))
+    r = simulate(cfg, trace=a.trace, chrome=a.chrome)
+    return json.dumps(r.to_dict(), indent=2) if a.json else format_sim(r)
+
+
+def cmd_sweep(a: argparse.Namespace) -> str:
+    import time
+
+    from .sweep import build_configs, check_output, parse_grid, run_configs, write_rows
+
+    scalars, _ = _sim_flags()
+    fixed = {k: v for k, v in _sim_settings(a).items() if k not in {n for _, n, _ in scalars}}
+    axes = {name: parse_grid(getattr(a, name), parse) for _, name, parse in scalars
+            if getattr(a, name) is not None}
+    out = check_output(a.out)
+    configs, skipped = build_configs(fixed, axes, a.skip_invalid, a.distinct_seeds)
+    t = time.perf_counter()
+    rows = run_configs(configs, a.workers, a.scheduler, progress=not a.no_progress)
+    write_rows(rows, out)
+    note = f" ({skipped} invalid point(s) left out)" if skipped else ""
+    return f"wrote {len(rows)} rows to {out} in {time.perf_counter() - t:.1f} s{note}"
+
+
+COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic, "report": cmd_report,
+            "simulate": cmd_simulate, "sweep": cmd_sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         out = COMMANDS[args.command](args)
     except (UsageError, ValueError) as e:
-        print(f"lrsim: error: {e}", file=sys.stderr)
+        print(f"lrsim: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("lrsim: interrupted", file=sys.stderr)

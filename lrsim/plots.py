@@ -6,9 +6,7 @@ each one when kaleido finds a Chrome/Chromium (Debian: ``apt install chromium``)
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,23 +14,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import theory
+from .atomic import atomic_write
 from .planner import best_split, plan
 
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+__all__ = ["atomic_write", "save_figure", "budget_split_figure", "optimum_map_figure"]
 
 
 def save_figure(fig: go.Figure, stem: Path, png: bool = True) -> list[Path]:

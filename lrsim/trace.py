@@ -70,6 +70,8 @@ class Header:
     run_id: str = _f("unique id of the run", "")
     created: str = _f("UTC start time, ISO 8601", "")
     notes: str | None = _f("free text")
+    summary: dict | None = _f("what the run measured, from writers that write the trace after the run "
+                              "(lrsim.des: speedup, CI, acceptance, ...)")
     type: str = "header"
     schema: str = _f(f"always '{SCHEMA}'", SCHEMA)
     version: int = _f("major schema version", VERSION)
@@ -126,6 +128,7 @@ class RequestRecord:
     steps: int = _f("steps in the output", 0)
     accepted_steps: int = _f("output steps that came from accepted drafts", 0)
     finish: str | None = _f("'eos', 'max_tokens', 'max_steps', 'error'")
+    cycles: int | None = _f("LR cycles (sync) or stages (async) of the request; steps in ar/sd")
     text: str | None = _f("generated text (only with text logging)")
     answer: str | None = _f("extracted final answer")
     correct: bool | None = _f("answer matches the reference, if one was given")

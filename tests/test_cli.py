@@ -58,5 +58,80 @@ def test_report_runs(capsys):
 
 
 def test_lrsim_never_imports_torch():
-    code = "import sys, lrsim.cli, lrsim.theorems, lrsim.symbolic, lrsim.planner; sys.exit('torch' in sys.modules)"
+    code = ("import sys, lrsim.cli, lrsim.theorems, lrsim.symbolic, lrsim.planner, lrsim.des, lrsim.sweep, "
+            "lrsim.latency; sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# ----------------------------------------------------------------------------- simulate and sweep
+
+
+def test_simulate_json(capsys):
+    code, out, err = run(capsys, "simulate", "--mode", "sync", "--alpha1", "0.7", "--c1", "0.2", "--k1", "4",
+                         "--steps", "3000", "--seed", "1", "--json")
+    assert code == 0 and err == ""
+    d = json.loads(out)
+    lo, hi = d["speedup_ci95"]
+    assert lo < d["speedup"] < hi and d["steps"] >= 3000 and 0.6 < d["acceptance_rate"] < 0.8
+    assert d["config"]["k1"] == 4
+
+
+def test_simulate_exact_cycle(capsys):
+    code, out, _ = run(capsys, "simulate", "--mode", "sync", "--alpha1", "1", "--c1", "0.2", "--k1", "3",
+                       "--steps", "3", "--json")
+    assert code == 0 and json.loads(out)["sim_time"] == pytest.approx(1.4)
+
+
+def test_simulate_text_trace_and_chrome(capsys, tmp_path):
+    from lrsim.trace import read_trace
+
+    tr, ch = tmp_path / "t.jsonl", tmp_path / "t.json"
+    code, out, _ = run(capsys, "simulate", "--mode", "async", "--k1", "3", "--k2", "2", "--width", "2",
+                       "--step-tokens", "lognormal:40,0.5", "--verifier-latency", "exp:0.02",
+                       "--target-latency", '{"kind": "curve", "x": [1, 8], "seconds": [20, 30], "scale": 0.001}',
+                       "--steps", "300", "--trace", str(tr), "--chrome", str(ch))
+    assert code == 0 and "speedup" in out and "closed form" in out
+    t = read_trace(tr)
+    assert t.header.mode == "lr-async" and t.header.config["target_latency"]["seconds"] == [0.02, 0.03]
+    assert json.loads(ch.read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--alpha1", "1.2"], ["simulate", "--mode", "fast"], ["simulate", "--k1", "0"],
+    ["simulate", "--k1", "4", "--k2", "4", "--budget", "8"], ["simulate", "--tree", "--mode", "async"],
+    ["simulate", "--step-tokens", "weird:3"], ["simulate", "--target-latency", "{bad json"],
+    ["simulate", "--target-latency", "/nonexistent.json"], ["simulate", "--verifier-cost", "-1"],
+    ["simulate", "--k2", "2", "--token-model", "mean"],
+    ["simulate", "--mode", "sync", "--k1", "9",
+     "--target-latency", '{"kind": "curve", "x": [1, 8], "seconds": [1, 2]}'],
+    ["simulate", "--trace", "/proc/nope/t.jsonl"],
+    ["sweep", "--k1", "1,2"], ["sweep", "--k1", "1:2:3", "--out", "x.csv"], ["sweep", "--out", "x.txt"],
+    ["sweep", "--alpha1", "0.5:0.9", "--out", "x.csv"], ["sweep", "--scheduler", "garbage", "--out", "x.csv"],
+])
+def test_sim_bad_input_is_one_line_exit_2(capsys, argv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("lrsim: error:"), err
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_sweep_writes_csv(capsys, tmp_path):
+    out = tmp_path / "grid.csv"
+    code, text, _ = run(capsys, "sweep", "--mode", "sync,async", "--alpha1", "0.6:0.8:2", "--k1", "2,4",
+                        "--steps", "300", "--workers", "2", "--out", str(out), "--no-progress")
+    assert code == 0 and "wrote 8 rows" in text
+    lines = out.read_text().splitlines()
+    assert len(lines) == 9 and lines[0].startswith("point,mode,alpha1")
+
+
+def test_sweep_on_dask_via_cli(capsys, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    out = tmp_path / "grid.parquet"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as c:
+        code, text, err = run(capsys, "sweep", "--k1", "1,2,3", "--steps", "200", "--scheduler", c.scheduler_address,
+                              "--out", str(out))
+    assert code == 0 and "wrote 3 rows" in text and "lrsim sweep" in err  # the progress bar is on stderr
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(out).column("k1").to_pylist() == [1, 2, 3]
