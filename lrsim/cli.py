@@ -156,6 +156,10 @@ def build_parser() -> Parser:
     p.add_argument("--chrome", metavar="FILE.json", help="write a Chrome trace / Perfetto JSON of the run")
     p.add_argument("--json", action="store_true", help="print JSON")
 
+    p = sub.add_parser("calibrate", help="fit acceptance, costs, latency curves and step lengths from traces")
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="lr-trace JSONL file(s)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("sweep", help="simulate every point of a grid, in parallel, into a CSV or Parquet file")
     _add_sim_args(p, grid=True)
     p.add_argument("--out", "-o", required=True, metavar="FILE.csv|FILE.parquet", help="table to write (atomically)")
@@ -295,8 +299,24 @@ def cmd_sweep(a: argparse.Namespace) -> str:
     return f"wrote {len(rows)} rows to {out} in {time.perf_counter() - t:.1f} s{note}"
 
 
+def warn_skipped(warnings: Sequence[str], limit: int = 5) -> None:
+    """Report skipped trace lines on stderr, one line each (file:line: reason)."""
+    for w in warnings[:limit]:
+        print(f"lrsim: warning: {w}", file=sys.stderr)
+    if len(warnings) > limit:
+        print(f"lrsim: warning: {len(warnings) - limit} more skipped line(s)", file=sys.stderr)
+
+
+def cmd_calibrate(a: argparse.Namespace) -> str:
+    from .calibrate import calibrate_files, format_calibration
+
+    c = calibrate_files(a.traces)
+    warn_skipped(c.warnings)
+    return json.dumps(c.to_dict(), indent=2, default=float) if a.json else format_calibration(c)
+
+
 COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic, "report": cmd_report,
-            "simulate": cmd_simulate, "sweep": cmd_sweep}
+            "simulate": cmd_simulate, "sweep": cmd_sweep, "calibrate": cmd_calibrate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -305,6 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = COMMANDS[args.command](args)
     except (UsageError, ValueError) as e:
         print(f"lrsim: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"lrsim: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("lrsim: interrupted", file=sys.stderr)
