@@ -95,9 +95,11 @@ class Calibration:
     alpha2_ci95: tuple[float, float] | None
     ngram_token_acceptance: Proportion | None
     tokens_per_forward: Summary | None
-    k2: int | None
+    k2: int | None  #: largest k2 among the traces with token speculation
     target_s_per_token: dict[int, Summary]
     draft_s_per_token: dict[int, Summary]
+    target_s_per_forward: dict[int, Summary]  #: by positions = batch x k2
+    settings: list[Setting]  #: per trace, in simulator terms
     c1: float | None
     c1_ci95: tuple[float, float] | None
     verify_s: Summary | None
@@ -121,6 +123,40 @@ def _drop_samples(obj) -> None:
     elif isinstance(obj, list):
         for v in obj:
             _drop_samples(v)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A decoding configuration in the simulator's terms (``lrsim.des.SimConfig`` fields)."""
+
+    mode: str  #: 'ar', 'sync' or 'async'
+    k1: int  #: sync: target steps per cycle (drafts + 1); async: look-ahead depth; ar: 1
+    k2: int  #: positions per target pass (n-gram tokens + 1; 1 = no token speculation)
+    width: int = 1  #: W draft candidates per position
+
+
+def recorded_setting(header) -> Setting:
+    """What a trace recorded, mapped to simulator terms.
+
+    lrref writes ``gamma`` (drafted steps per sync cycle / async look-ahead)
+    and ``k2`` (n-gram tokens proposed per pass + 1): sync ``k1 = gamma + 1``,
+    async ``k1 = gamma``.  lrsim.des writes its own fields.
+    """
+    cfg = header.config or {}
+    if header.source == "lrsim.des" or "k1" in cfg:
+        return Setting(str(cfg.get("mode", "ar")), int(cfg.get("k1", 1)), int(cfg.get("k2", 1)),
+                       int(cfg.get("width", 1)))
+    mode = str(cfg.get("base_mode") or header.mode).split("+")[0]
+    k2 = int(cfg.get("k2") or (cfg.get("ngram_k") or cfg.get("ngram") or 0) + 1)
+    gamma = int(cfg.get("gamma") or 1)
+    width = int(cfg.get("width") or 1)
+    if mode in ("ar", "sd"):
+        return Setting("ar", 1, k2, 1)
+    if mode == "lr-sync":
+        return Setting("sync", gamma + 1, k2, width)
+    if mode == "lr-async":
+        return Setting("async", gamma, k2, width)
+    raise ValueError(f"unknown mode {header.mode!r} in the trace header")
 
 
 def _verified(steps: Sequence[StepRecord]) -> list[StepRecord]:
@@ -166,41 +202,58 @@ def _chi2_homogeneity(props: Sequence[Proportion]) -> float | None:
 
 def solve_alpha(tokens_per_pass: float, k: int) -> float | None:
     """Solve ``(1 - a^k)/(1 - a) = t`` for ``a`` in (0, 1) (``t`` in (1, k)): the token acceptance."""
-    if k < 2 or not (1 < tokens_per_pass < k):
+    return solve_alpha_pooled([(1.0, tokens_per_pass, k)])
+
+
+def solve_alpha_pooled(groups: Sequence[tuple[float, float, int]]) -> float | None:
+    """One ``a`` for passes at several ``k``: ``sum_g F_g (1 - a^k_g)/(1 - a) = sum_g T_g``.
+
+    ``groups`` holds ``(passes F_g, tokens T_g, k_g)``; with one group this is
+    ``(1 - a^k)/(1 - a) = T/F``.  None when the tokens are outside what
+    ``a`` in (0, 1) can give.
+    """
+    F = sum(f for f, _, _ in groups)
+    T = sum(t for _, t, _ in groups)
+    lo, hi = F, sum(f * k for f, _, k in groups)  # a -> 0 gives one token per pass, a -> 1 gives k
+    if not (lo < T < hi):
         return None
-    f = lambda a: (1 - a**k) / (1 - a) - tokens_per_pass  # noqa: E731 - increasing in a
-    return float(optimize.brentq(f, 1e-12, 1 - 1e-12))
+    expected = lambda a: sum(f * (1 - a**k) / (1 - a) for f, _, k in groups) - T  # noqa: E731 - increasing in a
+    return float(optimize.brentq(expected, 1e-12, 1 - 1e-12))
 
 
-def token_acceptance(steps: Sequence[StepRecord], k2: int | None):
-    """alpha2 from tokens per forward pass (bootstrap CI over steps), and the raw drafted/accepted share.
+def token_acceptance(traces: Sequence[Trace]):
+    """alpha2 from tokens per forward pass of the traces that ran token speculation (k2 > 1).
 
     Tokens per pass are ``(ngram_accepted + forwards) / forwards`` (each pass
     yields its accepted drafts plus one target token), which is not biased by
     the pass cut short at a step boundary; without n-gram counts,
-    ``target_tokens / forwards``.
+    ``target_tokens / forwards``.  Traces with different ``k2`` are pooled by
+    :func:`solve_alpha_pooled`; the 95% CI bootstraps steps.
+    Returns ``(alpha2, ci95, drafted-token acceptance share, tokens-per-pass summary, k2 values)``.
     """
-    rows = [s for s in steps if s.target_forwards and s.target_tokens and not s.cancelled]
+    rows: list[tuple[int, StepRecord]] = []
+    for t in traces:
+        k2 = recorded_setting(t.header).k2
+        if k2 > 1:
+            rows += [(k2, s) for s in t.steps if s.target_forwards and s.target_tokens and not s.cancelled]
     if not rows:
-        return None, None, None, None
-    drafted = sum(s.ngram_drafted or 0 for s in rows)
-    share = Proportion.of(sum(s.ngram_accepted or 0 for s in rows), drafted) if drafted else None
-    fwd = np.array([s.target_forwards for s in rows], dtype=float)
+        return None, None, None, None, []
+    drafted = sum(s.ngram_drafted or 0 for _, s in rows)
+    share = Proportion.of(sum(s.ngram_accepted or 0 for _, s in rows), drafted) if drafted else None
+    k = np.array([k2 for k2, _ in rows])
+    fwd = np.array([s.target_forwards for _, s in rows], dtype=float)
     tok = np.array([(s.ngram_accepted + s.target_forwards) if s.ngram_accepted is not None else s.target_tokens
-                    for s in rows], dtype=float)
-    tpf = Summary.of(tok / fwd)
-    if not k2:
-        return None, None, share, tpf
-    est = solve_alpha(tok.sum() / fwd.sum(), k2)
+                    for _, s in rows], dtype=float)
+    ks = sorted(set(k.tolist()))
+
+    def solve(i: np.ndarray) -> float | None:
+        return solve_alpha_pooled([(fwd[i][k[i] == g].sum(), tok[i][k[i] == g].sum(), g) for g in ks])
+
+    est = solve(np.arange(len(rows)))
     rng = np.random.default_rng(0)
-    boots = []
-    for _ in range(400):  # bootstrap over steps of the ratio estimator sum(tokens)/sum(passes)
-        i = rng.integers(0, len(rows), len(rows))
-        b = solve_alpha(tok[i].sum() / fwd[i].sum(), k2)
-        if b is not None:
-            boots.append(b)
+    boots = [b for b in (solve(rng.integers(0, len(rows), len(rows))) for _ in range(400)) if b is not None]
     ci = (float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))) if len(boots) > 20 else None
-    return est, ci, share, tpf
+    return est, ci, share, Summary.of(tok / fwd), ks
 
 
 def per_token_by_batch(steps: Sequence[StepRecord], lane: str) -> dict[int, Summary]:
@@ -212,6 +265,36 @@ def per_token_by_batch(steps: Sequence[StepRecord], lane: str) -> dict[int, Summ
             continue
         groups.setdefault(int(b or 1), []).append(d / n)
     return {b: Summary.of(v) for b, v in sorted(groups.items())}
+
+
+def target_setup(header) -> str:
+    """The hardware share the target ran on, e.g. ``'threads=2'``: latency is calibrated per setup.
+
+    On a CPU the async decoder splits the cores between draft and target
+    (lrref's ``target_threads``), so its target passes cost more than in the
+    other modes (``threads``); traces without that information share ``'default'``.
+    """
+    cfg = header.config or {}
+    async_ = recorded_setting(header).mode == "async"
+    threads = cfg.get("target_threads") if async_ else cfg.get("threads")
+    return f"threads={threads}" if threads else "default"
+
+
+def per_forward_by_positions(traces: Sequence[Trace]) -> dict[int, Summary]:
+    """Target seconds per forward pass, keyed by positions in the pass (batch x k2 of the trace).
+
+    This is the latency curve ``tau(positions)`` the simulator prices passes with;
+    pass traces of one :func:`target_setup`.
+    """
+    groups: dict[int, list[float]] = {}
+    for t in traces:
+        k2 = recorded_setting(t.header).k2
+        for s in t.steps:
+            d = _dur(s, "target")
+            if d is None or not s.target_forwards or s.cancelled:
+                continue
+            groups.setdefault(int(s.target_batch or 1) * k2, []).append(d / s.target_forwards)
+    return {x: Summary.of(v) for x, v in sorted(groups.items())}
 
 
 def cost_ratio(target: dict[int, Summary], draft: dict[int, Summary]):
@@ -254,9 +337,8 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         raise ValueError("no traces given")
     steps = [s for t in traces for s in t.steps]
     overall, per, cond = acceptance(steps)
-    k2s = {t.header.config.get("k2") or t.header.config.get("ngram_k") for t in traces} - {None}
-    k2 = int(max(k2s)) if k2s else None
-    a2, a2ci, share, tpf = token_acceptance(steps, k2)
+    a2, a2ci, share, tpf, k2s = token_acceptance(traces)
+    k2 = max(k2s) if k2s else None
     tgt, drf = per_token_by_batch(steps, "target"), per_token_by_batch(steps, "draft")
     c1, c1ci = cost_ratio(tgt, drf)
     ver = [_dur(s, "verify") for s in steps if _dur(s, "verify") is not None and not s.cancelled]
@@ -282,6 +364,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         alpha1_after_accept=cond.get("after_accept"), alpha1_after_reject=cond.get("after_reject"),
         alpha2=a2, alpha2_ci95=a2ci, ngram_token_acceptance=share, tokens_per_forward=tpf, k2=k2,
         target_s_per_token=tgt, draft_s_per_token=drf, c1=c1, c1_ci95=c1ci,
+        target_s_per_forward=per_forward_by_positions(traces), settings=[recorded_setting(t.header) for t in traces],
         verify_s=_summary_or_none(ver),
         draft_tokens=_summary_or_none([s.draft_tokens for s in steps if s.draft_tokens]),
         target_tokens=_summary_or_none([s.target_tokens for s in steps if s.target_tokens]),
@@ -308,7 +391,7 @@ def format_calibration(c: Calibration) -> str:
     lines.append(f"    after a rejected position:  {_fmt_prop(c.alpha1_after_reject)}")
     if c.alpha2 is not None:
         ci = f" [{c.alpha2_ci95[0]:.3f}, {c.alpha2_ci95[1]:.3f}]" if c.alpha2_ci95 else ""
-        lines.append(f"  alpha2 (token acceptance, from tokens/forward with k2={c.k2}): {c.alpha2:.3f}{ci}")
+        lines.append(f"  alpha2 (token acceptance, from tokens per pass of the k2 > 1 traces): {c.alpha2:.3f}{ci}")
     if c.ngram_token_acceptance is not None:
         lines.append(f"  n-gram drafted tokens accepted: {_fmt_prop(c.ngram_token_acceptance)}")
     if c.tokens_per_forward is not None:
@@ -317,6 +400,9 @@ def format_calibration(c: Calibration) -> str:
         if tab:
             row = ", ".join(f"b={b}: {s.mean * 1e3:.1f} ms (n={s.n})" for b, s in tab.items())
             lines.append(f"  {name} time per token by batch: {row}")
+    if c.target_s_per_forward:
+        row = ", ".join(f"{x}: {s.mean * 1e3:.1f} ms" for x, s in c.target_s_per_forward.items())
+        lines.append(f"  target time per forward pass by positions (batch x k2): {row}")
     if c.c1 is not None:
         ci = f" [{c.c1_ci95[0]:.3f}, {c.c1_ci95[1]:.3f}]" if c.c1_ci95 else ""
         lines.append(f"  c1 (draft/target time per token): {c.c1:.3f}{ci}")

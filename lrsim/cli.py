@@ -135,6 +135,23 @@ def build_parser() -> Parser:
     p = sub.add_parser("plan", help="best split of the budget M between step level (k1) and token level (k2)")
     _add_theory_args(p)
     p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table")
+    p.add_argument("--trace", nargs="+", metavar="TRACE",
+                   help="plan from recorded traces (calibrated simulator) instead of the closed forms: "
+                        "--alpha*/--c*/--mode are then taken from the traces")
+    p.add_argument("--k2-max", type=positive_int, default=8, help="with --trace: largest k2 searched")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="with --trace: bootstrap replicates for the CI")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="lr-trace JSONL file(s)")
+    p.add_argument("--mode", type=_choice(("ar", "sync", "async")), help="default: the first trace's mode")
+    p.add_argument("--k1", type=positive_int, help="sync: target steps per cycle; async: look-ahead depth")
+    p.add_argument("--k2", type=positive_int, help="positions per target pass (n-gram tokens + 1)")
+    p.add_argument("--width", type=positive_int, help="W draft candidates per position")
+    p.add_argument("--correlation", type=unit, default=0.0, help="rho of the width acceptance model")
+    p.add_argument("--steps", type=positive_int, default=20_000, help="simulated output steps")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="bootstrap replicates for the CI")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("theorems", help="check Theorems 1-4 and the SD ceiling")
@@ -202,9 +219,38 @@ def _plan(a: argparse.Namespace):
     return plan(a.alpha1, a.c1, a.alpha2, a.c2, a.budget, a.mode, top=a.top)
 
 
+def _read_traces(paths: Sequence[str]) -> list:
+    from .trace import read_trace
+
+    traces = [read_trace(p) for p in paths]
+    warn_skipped([w for t in traces for w in t.warnings])
+    return traces
+
+
 def cmd_plan(a: argparse.Namespace) -> str:
+    if a.trace:
+        from .replay import format_trace_plan, plan_from_traces
+
+        tp = plan_from_traces(_read_traces(a.trace), a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap,
+                              progress=sys.stderr.isatty())
+        return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else format_trace_plan(tp, a.top)
     p = _plan(a)
     return json.dumps(p.to_dict(), indent=2) if a.json else format_plan(p)
+
+
+def cmd_replay(a: argparse.Namespace) -> str:
+    from .calibrate import Setting, recorded_setting
+    from .replay import format_prediction, predict
+
+    traces = _read_traces(a.traces)
+    rec = recorded_setting(traces[0].header)
+    mode = a.mode or rec.mode
+    setting = Setting(mode, a.k1 or (rec.k1 if mode == rec.mode else 4), a.k2 or rec.k2, a.width or rec.width)
+    if setting.mode == "ar" and setting.k1 != 1:
+        raise ValueError("mode ar has k1 = 1")
+    p = predict(traces, setting, steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
+                progress=sys.stderr.isatty())
+    return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
 
 
 def cmd_theorems(a: argparse.Namespace) -> str:
@@ -316,7 +362,8 @@ def cmd_calibrate(a: argparse.Namespace) -> str:
 
 
 COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic, "report": cmd_report,
-            "simulate": cmd_simulate, "sweep": cmd_sweep, "calibrate": cmd_calibrate}
+            "simulate": cmd_simulate, "sweep": cmd_sweep, "calibrate": cmd_calibrate,
+            "replay": cmd_replay}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
