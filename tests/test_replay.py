@@ -1,0 +1,93 @@
+"""lrsim.replay: calibrating on simulator traces recovers the simulator; plans respect the budget."""
+
+import json
+
+import pytest
+
+from lrsim.calibrate import Setting, calibrate_files, recorded_setting
+from lrsim.cli import main
+from lrsim.des import SimConfig, simulate
+from lrsim.replay import plan_from_traces, predict, predict_files
+from lrsim.trace import read_trace
+
+
+@pytest.fixture(scope="module")
+def des_traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("des")
+    common = dict(alpha1=0.7, c1=0.25, alpha2=0.6, c2=0.05, steps=6000, seed=1)
+    ar = simulate(SimConfig(mode="ar", k1=1, **common), trace=d / "ar.jsonl")
+    lr = simulate(SimConfig(mode="async", k1=4, **common), trace=d / "async.jsonl")
+    sd = simulate(SimConfig(mode="sync", k1=3, k2=3, draft_sd=False, **common), trace=d / "sync_sd.jsonl")
+    return d, ar, lr, sd
+
+
+def test_calibration_recovers_simulator_parameters(des_traces):
+    d, *_ = des_traces
+    c = calibrate_files([d / "ar.jsonl", d / "async.jsonl", d / "sync_sd.jsonl"])
+    assert c.alpha1.lo < 0.7 < c.alpha1.hi and c.alpha1.hi - c.alpha1.lo < 0.05
+    assert c.alpha2 == pytest.approx(0.6, abs=0.02)  # from the k2 = 3 trace only
+    assert c.draft_s_per_token[1].mean / c.target_s_per_token[1].mean == pytest.approx(0.25, rel=0.01)
+    assert c.target_tokens.mean == 52
+    assert recorded_setting(read_trace(d / "sync_sd.jsonl").header) == Setting("sync", 3, 3, 1)
+
+
+def test_replay_of_own_configuration_reproduces_the_speedup(des_traces):
+    d, ar, lr, _ = des_traces
+    p, warnings = predict_files([str(d / "ar.jsonl"), str(d / "async.jsonl")],
+                                Setting("async", 4, 1), steps=6000, bootstrap=0)
+    assert warnings == []
+    se = (lr.speedup_ci95[1] - lr.speedup_ci95[0]) / 3.92
+    assert abs(p.speedup - lr.speedup) < 4 * se * 2 ** 0.5
+    assert p.speedup == pytest.approx(lr.speedup, rel=0.04)
+
+
+def test_replay_predicts_another_depth(des_traces):
+    d, *_ = des_traces
+    traces = [read_trace(d / "ar.jsonl"), read_trace(d / "async.jsonl")]
+    p = predict(traces, Setting("async", 2, 1), steps=6000, bootstrap=12)
+    direct = simulate(SimConfig(mode="async", k1=2, alpha1=0.7, c1=0.25, steps=6000, seed=5))
+    assert p.speedup == pytest.approx(direct.speedup, rel=0.05)
+    lo, hi = p.speedup_ci95
+    assert lo < hi and hi - lo < 0.1 * p.speedup
+    assert lo < direct.speedup * 1.03 and hi > direct.speedup * 0.97
+
+
+def test_token_speculation_needs_data(des_traces):
+    d, *_ = des_traces
+    with pytest.raises(ValueError, match="token-speculation"):
+        predict([read_trace(d / "async.jsonl")], Setting("async", 4, 3), steps=1000, bootstrap=0)
+
+
+def test_plan_from_traces_respects_budget(des_traces):
+    d, *_ = des_traces
+    traces = [read_trace(d / f) for f in ("ar.jsonl", "async.jsonl", "sync_sd.jsonl")]
+    tp = plan_from_traces(traces, budget=6, k2_max=3, steps=1500, bootstrap=0)
+    assert all(r["positions"] <= 6 for r in tp.ranked)
+    assert tp.best.speedup >= max(r["speedup"] for r in tp.ranked) * 0.95
+    assert tp.ranked[0]["speedup"] == max(r["speedup"] for r in tp.ranked)
+    assert {"sync", "async"} == set(tp.closed_form_plan)
+
+
+def test_cli_replay_and_trace_plan(des_traces, capsys, tmp_path):
+    d, *_ = des_traces
+    assert main(["replay", str(d / "ar.jsonl"), str(d / "async.jsonl"), "--mode", "async", "--k1", "3",
+                 "--steps", "2000", "--bootstrap", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["setting"]["k1"] == 3 and out["speedup"] > 1
+    assert main(["plan", "--trace", str(d / "ar.jsonl"), str(d / "async.jsonl"), "--budget", "4",
+                 "--bootstrap", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"mode", "k1", "k2", "speedup", "ranked", "closed_form_plan"} <= out.keys()
+    bad = tmp_path / "corrupt.jsonl"
+    lines = (d / "async.jsonl").read_text().splitlines()
+    bad.write_text("\n".join(lines[:50] + ["{oops"] + lines[50:120]) + "\n")
+    assert main(["calibrate", str(bad)]) == 0
+    err = capsys.readouterr().err
+    assert f"{bad}:51:" in err
+    assert main(["replay", str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such trace file" in err
+    v = tmp_path / "v9.jsonl"
+    v.write_text('{"type": "header", "schema": "lr-trace", "version": 9}\n')
+    assert main(["calibrate", str(v)]) == 2
+    assert "unsupported lr-trace version 9" in capsys.readouterr().err
