@@ -63,7 +63,8 @@ class DecodeConfig:
     draft_temperature: float | None = _f("draft temperature (default: same as the target)", None)
     seed: int = _f("seed of every sampler (per request/cycle/position/branch)", 0)
     system: str = _f("system prompt of the chat template", DEFAULT_SYSTEM)
-    draft_threads: int = _f("torch threads of the draft (lr-async: its own process)", 1)
+    threads: int = _f("torch threads of the main process in ar/sd/lr-sync", 2)
+    draft_threads: int = _f("torch threads of the draft process in lr-async", 1)
     target_threads: int = _f("torch threads of the target in lr-async (sync modes use the process setting)", 1)
     log_text: bool = _f("write step and answer texts into the trace", False)
 
@@ -243,6 +244,7 @@ class Decoder:
         st0 = _stats(self.target)
         dst0 = _stats(self.draft)
         res = Result([], "", [], "max_tokens", 0.0, len(prompt_ids))
+        _set_threads(cfg.target_threads if cfg.base == "lr-async" else cfg.threads)
         if cfg.base == "lr-async":
             res.draft_overlapped = True
             self._run_async(request, list(prompt_ids), res)
@@ -491,6 +493,13 @@ class _Clock:
 
     def __call__(self) -> float:
         return time.perf_counter() - self.t0
+
+
+def _set_threads(n: int) -> None:
+    import torch
+
+    if n and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 def _stats(be) -> dict:
