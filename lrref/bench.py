@@ -202,7 +202,8 @@ def format_table(rows: Sequence[dict]) -> str:
 
 def run_bench(problems: list[dict], modes: Sequence[str], make_decoder: Callable[[str], object],
               encode: Callable[[str], list[int]], decode: Callable[[Sequence[int]], str],
-              log: Callable[[str], None] = print) -> list[ModeStats]:
+              log: Callable[[str], None] = print,
+              progress: Callable[[list["ModeStats"]], None] | None = None) -> list[ModeStats]:
     """Run every problem in every mode (problem-major order); ``make_decoder(mode)`` builds a Decoder."""
     decs = {m: make_decoder(m) for m in modes}
     stats = {m: ModeStats(m, trace=str(getattr(decs[m].trace, "path", ""))) for m in modes}
@@ -217,6 +218,8 @@ def run_bench(problems: list[dict], modes: Sequence[str], make_decoder: Callable
                 log(f"[{i + 1}/{len(problems)}] {m:>12}: {len(r.ids):4d} tok {r.wall_s:7.1f} s "
                     f"{len(r.ids) / max(r.wall_s, 1e-9):6.2f} tok/s steps {len(r.steps):2d} "
                     f"accepted {r.accepted_steps:2d} answer {ans} gold {p['gold']} {'ok' if ok else 'x'}")
+            if progress:
+                progress([stats[m] for m in modes])
     finally:
         for d in decs.values():
             d.close()

@@ -169,7 +169,11 @@ class _Session:
         if a.backend == "vllm":
             from .vllm_backend import VLLMBackend
 
-            self.target = VLLMBackend(paths["target"], dtype=a.dtype)
+            ngs = {c.ngram_cfg for c in cfgs}
+            if len(ngs) > 1:
+                raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without "
+                                 "n-gram ('+sd') separately")
+            self.target = VLLMBackend(paths["target"], dtype=a.dtype, ngram=ngs.pop())
         else:
             self.target = HFBackend(paths["target"], dtype=a.dtype, threads=a.threads,
                                     pool_size=max(8, 2 * (a.gamma + 1)))
@@ -304,17 +308,23 @@ def cmd_bench(a) -> int:
     load0 = os.getloadavg()
     s = _Session(a, paths, cfgs.values())
     t0 = time.time()
+
+    def meta(done: int) -> dict:
+        return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
+                "models": paths, "backend": a.backend, "dtype": a.dtype, "verifier": a.verifier,
+                "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
+                "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
+                "cpus": os.cpu_count()}
+
     stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
                             lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,
-                            log=lambda x: print(x, file=sys.stderr, flush=True))
+                            log=lambda x: print(x, file=sys.stderr, flush=True),
+                            progress=lambda st: bench.write_results(out, meta(st[0].requests), bench.summarize(st)))
     rows = bench.summarize(stats)
-    meta = {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "models": paths,
-            "backend": a.backend, "dtype": a.dtype, "verifier": a.verifier, "threshold": s.vcfg.t,
-            "config": {m: c.trace_config() for m, c in cfgs.items()}, "wall_s": round(time.time() - t0, 1),
-            "loadavg_start": load0, "loadavg_end": os.getloadavg(), "cpus": os.cpu_count()}
-    j, c = bench.write_results(out, meta, rows)
+    final = meta(len(problems))
+    j, c = bench.write_results(out, final, rows)
     if a.json:
-        print(json.dumps({"meta": meta, "modes": rows, "results": str(j)}, indent=1))
+        print(json.dumps({"meta": final, "modes": rows, "results": str(j)}, indent=1))
     else:
         print(bench.format_table(rows))
         print(f"\nresults: {j} {c}; load average start {load0[0]:.2f}, end {os.getloadavg()[0]:.2f}")

@@ -55,6 +55,7 @@ class DecodeConfig:
     ngram: int = _f("n-gram (prompt lookup) tokens proposed per target pass; 0 = off ('+sd' modes default 4)", 0)
     ngram_max: int = _f("longest n-gram matched (prompt_lookup_max)", 2)
     ngram_min: int = _f("shortest n-gram matched (prompt_lookup_min)", 1)
+    draft_ngram: bool = _f("the draft also uses n-gram speculation inside its steps when n-gram is on", True)
     max_step_tokens: int = _f("step token cap", 96)
     max_tokens: int = _f("total generated-token cap per request", 512)
     temperature: float = _f("target sampling temperature (0 = greedy)", 0.0)
@@ -91,6 +92,10 @@ class DecodeConfig:
     @property
     def ngram_k(self) -> int:
         return self.ngram or (4 if parse_mode(self.mode)[1] else 0)
+
+    @property
+    def draft_ngram_cfg(self) -> NgramConfig:
+        return self.ngram_cfg if self.draft_ngram else NgramConfig()
 
     @property
     def sampling(self) -> Sampling:
@@ -195,7 +200,7 @@ class Decoder:
 
             t0 = trace.t0 if trace else self.clock.t0
             self.worker = DraftWorker(draft_path, draft_dtype, cfg.draft_threads, t0, cfg.max_step_tokens,
-                                      cfg.draft_sampling)
+                                      cfg.draft_sampling, cfg.draft_ngram_cfg)
 
     def close(self) -> None:
         if self.worker is not None:
@@ -306,7 +311,7 @@ class Decoder:
                 break
             reqs = [StepRequest(tuple(prefix + n.path), min(cfg.max_step_tokens, n.rem),
                                 step_seed(cfg.seed, request, cycle, depth, len(n.path), b)) for n, b in jobs]
-            outs = self.draft.generate_steps(reqs, cfg.draft_sampling, NgramConfig(), self.clock)
+            outs = self.draft.generate_steps(reqs, cfg.draft_sampling, cfg.draft_ngram_cfg, self.clock)
             frontier = []
             for (n, b), o in zip(jobs, outs):
                 if any(c.out.ids == o.ids for c in n.children):  # keep W *distinct* candidates

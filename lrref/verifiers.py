@@ -217,7 +217,7 @@ def build(cfg: VerifierConfig, target_lm=None, cache: str | None = None) -> Veri
             from .hf import HFBackend
 
             lm = HFBackend(models.resolve(cfg.model, cache))
-        if lm is None:
-            raise ValueError(f"the {cfg.name} verifier needs a model")
+        if lm is None or not hasattr(lm, "next_token_logits"):
+            raise ValueError(f"the {cfg.name} verifier needs a transformers model: pass --judge PATH")
         return JudgeVerifier(lm, cfg.t) if cfg.name == "judge" else ScoreVerifier(lm, cfg.t)
     raise ValueError(f"unknown verifier {cfg.name!r} (judge, embedding, score, random, exact)")

@@ -51,7 +51,7 @@ class _Chain:
 
 
 def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
-                pool_size: int) -> None:
+                ngram: dict, pool_size: int) -> None:
     """Entry point of the draft process."""
     try:
         from .hf import HFBackend
@@ -59,7 +59,7 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
         be = HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size)
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
-        eng = be.engine(samp, NgramConfig(), clock)
+        eng = be.engine(samp, NgramConfig(**ngram), clock)
         conn.send(("ready", be.name, list(be.eos_ids)))
         chain: _Chain | None = None
         while True:
@@ -105,11 +105,12 @@ class DraftWorker:
     """Main-process handle on the draft process."""
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
-                 pool_size: int = 8, timeout: float = 600.0):
+                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
-                                args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), pool_size))
+                                args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
+                                      pool_size))
         self.proc.start()
         child.close()
         msg = self._recv(timeout)

@@ -219,3 +219,54 @@ def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
     assert all(0 <= r["overhead_share"] < 1 for r in res["modes"])
     assert (od / "results.csv").read_text().count("\n") == 4
     assert len(read_trace(od / "trace-lr-async_sd.jsonl").requests) == 2
+
+
+# --- the real default pair (short) ------------------------------------------------------------------------
+
+QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    dpath, tpath = require_models(*QWEN)
+    from lrref.hf import HFBackend
+
+    return str(dpath), str(tpath), HFBackend(tpath, dtype="float32", threads=2), HFBackend(dpath, dtype="float32",
+                                                                                           threads=2)
+
+
+def test_qwen_pair_lossless_short(qwen, tmp_path):
+    """Greedy + token-identical acceptance on the default pair: lr-sync+sd and lr-async == ar (float32)."""
+    from lrsim.trace import TraceWriter
+
+    from lrref.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verifiers import ExactVerifier
+
+    dpath, tpath, tgt, drf = qwen
+    q = "A bakery makes 120 muffins. It sells 45 in the morning and 38 in the afternoon. How many are left?"
+    outs = {}
+    for mode in ("ar", "lr-sync+sd", "lr-async"):
+        cfg = DecodeConfig(mode=mode, gamma=2, max_step_tokens=24, max_tokens=48, threads=2, target_threads=1,
+                           draft_threads=1)
+        tw = TraceWriter(tmp_path / f"{mode}.jsonl", make_header(cfg, {"target": tpath, "draft": dpath}, "hf", None))
+        dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), tw, draft_path=dpath, draft_dtype="float32")
+        try:
+            outs[mode] = dec.run(0, tgt.encode_chat(q, cfg.system))
+        finally:
+            dec.close()
+            tw.close()
+    assert len(outs["ar"].ids) == 48
+    for m in ("lr-sync+sd", "lr-async"):
+        assert outs[m].ids == outs["ar"].ids, m
+    assert sum(outs[m].accepted_steps for m in outs) >= 1  # the 0.5B draft does match the 1.5B target sometimes
+
+
+def test_mismatched_vocabularies_are_refused(tmp_path):
+    require_models(TINY, QWEN[1])
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "lrref.cli", "generate", "--prompt", "hi", "--mode", "lr-sync",
+                        "--target", QWEN[1], "--draft", TINY, "--verifier", "exact", "--trace",
+                        str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "different vocabularies" in r.stderr and "Traceback" not in r.stderr
