@@ -1,0 +1,90 @@
+"""Two measurements behind lrref's design, on the default Qwen pair (prepared models).
+
+``python benchmarks/lrref_checks.py bf16 [--n 4]``
+    greedy ``ar`` vs ``lr-sync+sd`` with a token-identical verifier in bfloat16
+    and in float32: where (if at all) the token streams diverge.  In exact
+    arithmetic they are identical; bf16 kernels give results that depend on the
+    batch shape and on how many tokens one pass scores, so near-tied argmaxes flip.
+
+``python benchmarks/lrref_checks.py prefix-cache [--n 3]``
+    ``lr-sync`` with and without the KV prefix cache: wall time, prefix tokens
+    re-prefilled, tokens restored from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+
+def _setup(dtype: str, prefix_cache: bool = True):
+    from lrref import models
+    from lrref.hf import HFBackend
+
+    t = HFBackend(models.resolve(models.DEFAULT_TARGET), dtype=dtype, threads=2, prefix_cache=prefix_cache)
+    d = HFBackend(models.resolve(models.DEFAULT_DRAFT), dtype=dtype, threads=2, prefix_cache=prefix_cache)
+    return t, d
+
+
+def _problems(n: int) -> list[str]:
+    from pathlib import Path
+
+    from lrref.bench import load_dataset
+
+    p = Path(__file__).resolve().parents[1] / "lrref" / "data" / "problems.jsonl"
+    return [r["question"] for r in load_dataset(p, n)]
+
+
+def _run(mode: str, t, d, q: str, max_tokens: int, exact_strict: bool = True):
+    from lrref.decoder import DecodeConfig, Decoder
+    from lrref.verifiers import ExactVerifier, build, VerifierConfig
+
+    cfg = DecodeConfig(mode=mode, gamma=3, max_step_tokens=64, max_tokens=max_tokens, threads=2)
+    v = ExactVerifier(normalize=False) if exact_strict else build(VerifierConfig("embedding"))
+    dec = Decoder(cfg, t, d, v)
+    return dec.run(0, t.encode_chat(q, cfg.system))
+
+
+def bf16(n: int, max_tokens: int) -> dict:
+    out = {}
+    for dtype in ("bfloat16", "float32"):
+        t, d = _setup(dtype)
+        rows = []
+        for q in _problems(n):
+            a = _run("ar", t, d, q, max_tokens)
+            b = _run("lr-sync+sd", t, d, q, max_tokens)
+            div = next((i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), None)
+            if div is None and len(a.ids) != len(b.ids):
+                div = min(len(a.ids), len(b.ids))
+            rows.append({"ar_tokens": len(a.ids), "lr_tokens": len(b.ids), "first_divergence": div})
+        out[dtype] = rows
+        print(dtype, json.dumps(rows), flush=True)
+    return out
+
+
+def prefix_cache(n: int, max_tokens: int) -> dict:
+    out = {}
+    for on in (True, False):
+        t, d = _setup("bfloat16", prefix_cache=on)
+        w0 = time.perf_counter()
+        toks = 0
+        for q in _problems(n):
+            toks += len(_run("lr-sync", t, d, q, max_tokens, exact_strict=False).ids)
+        out["on" if on else "off"] = {
+            "wall_s": round(time.perf_counter() - w0, 1), "tokens": toks,
+            "target_prefill_tokens": t.stats.prefill_tokens, "target_reused_tokens": t.stats.reused_tokens,
+            "draft_prefill_tokens": d.stats.prefill_tokens, "draft_reused_tokens": d.stats.reused_tokens,
+            "loadavg": os.getloadavg()[0]}
+        print(out, flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["bf16", "prefix-cache"])
+    ap.add_argument("--n", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    a = ap.parse_args()
+    print(json.dumps((bf16 if a.what == "bf16" else prefix_cache)(a.n, a.max_tokens), indent=1))

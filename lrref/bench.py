@@ -1,0 +1,238 @@
+"""Side-by-side benchmark of decoding modes on GSM8K-format problems.
+
+Each problem is run in every mode before moving to the next problem, so slow
+drifts of machine load hit all modes alike.  Per mode: tokens/s, speedup vs
+``ar``, step acceptance, n-gram acceptance, accuracy with a Wilson 95%
+interval, and where the wall time went (target / draft / verifier / waiting
+for the overlapped draft / control overhead).  Writes ``results.json`` and
+``results.csv`` (atomically) and one trace per mode.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+Z95 = 1.959963984540054
+
+
+def load_dataset(path: str | os.PathLike, n: int | None = None) -> list[dict]:
+    """GSM8K-format JSONL (``question``, ``answer`` ending ``#### N``) -> ``[{question, gold}]``."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                q, a = obj["question"], str(obj["answer"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{i}: not a GSM8K record with question/answer ({e})") from None
+            rows.append({"question": q, "gold": gold_answer(a)})
+            if n is not None and len(rows) >= n:
+                break
+    if not rows:
+        raise ValueError(f"{path}: no problems")
+    return rows
+
+
+def _norm_number(s: str) -> str | None:
+    s = s.replace(",", "").replace("$", "").replace("\\%", "").replace("%", "").strip().rstrip(".")
+    s = re.sub(r"\\(?:text|mathrm)\{[^}]*\}", "", s).strip()
+    m = re.fullmatch(r"-?\d+(?:\.\d+)?", s)
+    if not m:
+        frac = re.fullmatch(r"\\d?frac\{(-?\d+)\}\{(\d+)\}", s)
+        if frac and int(frac.group(2)):
+            return _fmt(int(frac.group(1)) / int(frac.group(2)))
+        return s or None
+    return _fmt(float(s))
+
+
+def _fmt(x: float) -> str:
+    return str(int(round(x))) if abs(x - round(x)) < 1e-9 else f"{x:.6g}"
+
+
+def gold_answer(answer: str) -> str | None:
+    """The number after the last ``####``."""
+    if "####" not in answer:
+        return None
+    return _norm_number(answer.rsplit("####", 1)[1])
+
+
+def _last_boxed(text: str) -> str | None:
+    i = text.rfind("\\boxed{")
+    if i < 0:
+        return None
+    j, depth = i + len("\\boxed{"), 1
+    k = j
+    while k < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[k], 0)
+        k += 1
+    return text[j:k - 1] if depth == 0 else None
+
+
+_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def extract_answer(text: str) -> str | None:
+    """Final answer: the last ``\\boxed{...}`` (nested braces ok), else the last number in the text."""
+    b = _last_boxed(text)
+    if b is not None:
+        n = _norm_number(b)
+        if n is not None and re.fullmatch(r"-?\d+(?:\.\d+)?", n):
+            return n
+        nums = _NUM.findall(b)
+        return _norm_number(nums[-1]) if nums else n
+    nums = _NUM.findall(text)
+    return _norm_number(nums[-1]) if nums else None
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + Z95**2 / n
+    mid = (p + Z95**2 / (2 * n)) / d
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / d
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+@dataclass
+class ModeStats:
+    """Totals of one mode over the problems."""
+
+    mode: str
+    requests: int = 0
+    tokens: int = 0
+    wall_s: float = 0.0
+    target_s: float = 0.0
+    draft_s: float = 0.0
+    verify_s: float = 0.0
+    wait_s: float = 0.0
+    overhead_s: float = 0.0
+    verified: int = 0
+    accepted: int = 0
+    steps: int = 0
+    accepted_steps: int = 0
+    ngram_drafted: int = 0
+    ngram_accepted: int = 0
+    target_forwards: int = 0
+    correct: int = 0
+    trace: str = ""
+    answers: list = field(default_factory=list)
+
+    def add(self, r, correct: bool, answer: str | None) -> None:
+        self.requests += 1
+        self.tokens += len(r.ids)
+        for k in ("wall_s", "target_s", "draft_s", "verify_s", "wait_s", "overhead_s"):
+            setattr(self, k, getattr(self, k) + getattr(r, k))
+        self.verified += r.verified
+        self.accepted += r.accepted
+        self.steps += len(r.steps)
+        self.accepted_steps += r.accepted_steps
+        self.ngram_drafted += r.ngram_drafted
+        self.ngram_accepted += r.ngram_accepted
+        self.target_forwards += r.target_forwards
+        self.correct += bool(correct)
+        self.answers.append(answer)
+
+    def row(self, ar_tps: float | None) -> dict:
+        tps = self.tokens / self.wall_s if self.wall_s else 0.0
+        lo, hi = wilson(self.correct, self.requests)
+        w = self.wall_s or 1.0
+        return {
+            "mode": self.mode, "requests": self.requests, "tokens": self.tokens, "wall_s": round(self.wall_s, 2),
+            "tokens_per_s": round(tps, 3), "speedup_vs_ar": round(tps / ar_tps, 3) if ar_tps else None,
+            "step_acceptance": round(self.accepted / self.verified, 3) if self.verified else None,
+            "accepted_steps": self.accepted_steps, "steps": self.steps,
+            "ngram_acceptance": round(self.ngram_accepted / self.ngram_drafted, 3) if self.ngram_drafted else None,
+            "tokens_per_target_forward": round(self.tokens / self.target_forwards, 3) if self.target_forwards else None,
+            "accuracy": round(self.correct / self.requests, 3) if self.requests else None,
+            "accuracy_ci95": [round(lo, 3), round(hi, 3)],
+            "target_share": round(self.target_s / w, 3), "draft_s": round(self.draft_s, 2),
+            "draft_share_inline": None if self.wait_s or not self.draft_s else round(self.draft_s / w, 3),
+            "verify_share": round(self.verify_s / w, 3), "wait_share": round(self.wait_s / w, 3),
+            "overhead_share": round(self.overhead_s / w, 4), "trace": self.trace,
+        }
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_results(out_dir: Path, meta: dict, rows: list[dict]) -> tuple[Path, Path]:
+    """``results.json`` (meta + rows) and ``results.csv`` (rows), each written atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    j = out_dir / "results.json"
+    _atomic_write(j, json.dumps({"meta": meta, "modes": rows}, indent=1) + "\n")
+    buf = io.StringIO()
+    cols = [k for k in rows[0] if k != "trace"] if rows else []
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (json.dumps(v) if isinstance(v, list) else v) for k, v in r.items()})
+    c = out_dir / "results.csv"
+    _atomic_write(c, buf.getvalue())
+    return j, c
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """Markdown table of the per-mode rows."""
+    head = ("| mode | tok/s | speedup vs ar | step accept | n-gram accept | accuracy [95% CI] | target | draft "
+            "(s) | verify | wait | overhead |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    out = [head]
+    pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
+    for r in rows:
+        out.append(f"| {r['mode']} | {r['tokens_per_s']:.2f} | {r['speedup_vs_ar'] or '-'} | "
+                   f"{pct(r['step_acceptance'])} | {pct(r['ngram_acceptance'])} | "
+                   f"{pct(r['accuracy'])} [{100 * r['accuracy_ci95'][0]:.0f}, {100 * r['accuracy_ci95'][1]:.0f}] | "
+                   f"{pct(r['target_share'])} | {r['draft_s']:.0f} | {pct(r['verify_share'])} | "
+                   f"{pct(r['wait_share'])} | {pct(r['overhead_share'])} |")
+    return "\n".join(out)
+
+
+def run_bench(problems: list[dict], modes: Sequence[str], make_decoder: Callable[[str], object],
+              encode: Callable[[str], list[int]], decode: Callable[[Sequence[int]], str],
+              log: Callable[[str], None] = print,
+              progress: Callable[[list["ModeStats"]], None] | None = None) -> list[ModeStats]:
+    """Run every problem in every mode (problem-major order); ``make_decoder(mode)`` builds a Decoder."""
+    decs = {m: make_decoder(m) for m in modes}
+    stats = {m: ModeStats(m, trace=str(getattr(decs[m].trace, "path", ""))) for m in modes}
+    try:
+        for i, p in enumerate(problems):
+            ids = encode(p["question"])
+            for m in modes:
+                r = decs[m].run(i, ids)
+                ans = extract_answer(r.text)
+                ok = ans is not None and ans == p["gold"]
+                stats[m].add(r, ok, ans)
+                log(f"[{i + 1}/{len(problems)}] {m:>12}: {len(r.ids):4d} tok {r.wall_s:7.1f} s "
+                    f"{len(r.ids) / max(r.wall_s, 1e-9):6.2f} tok/s steps {len(r.steps):2d} "
+                    f"accepted {r.accepted_steps:2d} answer {ans} gold {p['gold']} {'ok' if ok else 'x'}")
+            if progress:
+                progress([stats[m] for m in modes])
+    finally:
+        for d in decs.values():
+            d.close()
+            if getattr(d, "trace", None):
+                d.trace.close()
+    return [stats[m] for m in modes]
+
+
+def summarize(stats: Sequence[ModeStats]) -> list[dict]:
+    ar = next((s for s in stats if s.mode == "ar"), None)
+    ar_tps = ar.tokens / ar.wall_s if ar and ar.wall_s else None
+    return [s.row(ar_tps) for s in stats]
+
+
+__all__ = ["load_dataset", "extract_answer", "gold_answer", "wilson", "run_bench", "summarize", "write_results",
+           "format_table", "ModeStats", "replace"]

@@ -1,0 +1,223 @@
+"""Step verifiers: does a draft step mean the same as the target's step?
+
+All verifiers take batches of ``(target_text, draft_text, context)`` and return
+one :class:`Verdict` each.  The decoder accepts token-identical steps itself
+without calling a verifier (recorded as ``verifier = "identical"``).
+
+- ``judge``: LLM-as-a-judge with the paper's prompt (seed 000, appendix A),
+  adapted to the judge's chat template; one prefill per pair; the score is
+  ``logit("aligned") - logit("unaligned")`` at the first token where the two
+  answers differ; accept when the score > threshold.
+- ``embedding``: cosine similarity of sentence embeddings (default
+  all-mpnet-base-v2); accept when cosine >= threshold (0.85).
+- ``score``: SpecReason-style: the target model rates the draft step 0-9;
+  score = most likely digit; accept when score >= threshold (7).
+- ``random``: accept with probability p (threshold), seeded.
+- ``exact``: whitespace-normalised text equality; with ``normalize=False``
+  only token-identical steps pass (the lossless setting).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+JUDGE_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+JUDGE_USER = """Evaluate whether the following two reasoning steps (s1 and s2) convey exactly the same meaning. Focus on semantic similarity rather than exact wording.
+Compare the main ideas, key points, overall message, logical structure, and numerical calculations/results of both reasoning steps.
+If the reasoning steps convey essentially the same meaning and generate same calculation results, respond with [aligned]. If the reasoning steps express different meanings, respond with [unaligned]. If it is too hard to determine, respond with [unaligned]
+Please directly provide the final result in [aligned] or [unaligned].
+Reasoning step 1 (s1):
+<start_s1>
+{s1}
+<end_s1>
+Reasoning step 2 (s2):
+<start_s2>
+{s2}
+<end_s2>"""
+
+SCORE_USER = """Question and reasoning so far:
+{context}
+
+Proposed next reasoning step:
+<step>
+{step}
+</step>
+
+Rate how correct and useful the proposed next step is, from 0 (wrong or useless) to 9 (certainly correct and useful). Answer with a single digit."""
+
+DEFAULT_THRESHOLDS = {"judge": 0.0, "embedding": 0.85, "score": 7.0, "random": 0.5, "exact": 1.0}
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """Which verifier and how strict."""
+
+    name: str = field(default="embedding", metadata={"help": "judge, embedding, score, random or exact"})
+    threshold: float | None = field(default=None, metadata={
+        "help": "judge: logit margin > t; embedding: cosine >= t; score: digit >= t; random: accept probability "
+                "(defaults 0, 0.85, 7, 0.5)"})
+    model: str | None = field(default=None, metadata={
+        "help": "embedding model (name or dir; default all-mpnet-base-v2) or judge model dir (default: the target)"})
+    normalize: bool = field(default=True, metadata={
+        "help": "exact: compare whitespace-normalised text (False: only token-identical steps pass)"})
+    seed: int = field(default=0, metadata={"help": "random verifier seed"})
+
+    @property
+    def t(self) -> float:
+        return DEFAULT_THRESHOLDS[self.name] if self.threshold is None else self.threshold
+
+
+@dataclass
+class Verdict:
+    decision: bool
+    score: float | None
+    seconds: float = 0.0  # share of the batch's wall time
+
+
+class Verifier(Protocol):
+    name: str
+
+    def verify(self, pairs: Sequence[tuple[str, str]], contexts: Sequence[str]) -> list[Verdict]: ...
+
+
+def normalize_ws(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _timed(fn, pairs, *a) -> list[Verdict]:
+    t = time.perf_counter()
+    out = fn(pairs, *a)
+    dt = (time.perf_counter() - t) / max(1, len(out))
+    for v in out:
+        v.seconds = dt
+    return out
+
+
+class ExactVerifier:
+    name = "exact"
+
+    def __init__(self, normalize: bool = True):
+        self.normalize = normalize
+
+    def verify(self, pairs, contexts=()):
+        if not self.normalize:  # identical token streams never reach a verifier
+            return [Verdict(False, 0.0) for _ in pairs]
+        return [Verdict(normalize_ws(a) == normalize_ws(b), float(normalize_ws(a) == normalize_ws(b)))
+                for a, b in pairs]
+
+
+class RandomVerifier:
+    name = "random"
+
+    def __init__(self, p: float, seed: int = 0):
+        if not 0 <= p <= 1:
+            raise ValueError(f"random verifier probability must be in [0, 1], got {p}")
+        self.p, self.rng = p, random.Random(seed)
+
+    def verify(self, pairs, contexts=()):
+        out = []
+        for _ in pairs:
+            u = self.rng.random()
+            out.append(Verdict(u < self.p, u))
+        return out
+
+
+class EmbeddingVerifier:
+    name = "embedding"
+
+    def __init__(self, path: str, threshold: float = 0.85):
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(path), device="cpu")
+        self.threshold = threshold
+
+    def cosine(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        texts = [t for p in pairs for t in p]
+        e = self.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+        return [float(e[2 * i] @ e[2 * i + 1]) for i in range(len(pairs))]
+
+    def verify(self, pairs, contexts=()):
+        return _timed(lambda ps: [Verdict(c >= self.threshold, c) for c in self.cosine(ps)], pairs)
+
+
+class JudgeVerifier:
+    """LLM-as-a-judge in one prefill: compare the next-token logits of "[aligned]" and "[unaligned]"."""
+
+    name = "judge"
+
+    def __init__(self, lm, threshold: float = 0.0):
+        self.lm, self.threshold = lm, threshold
+        a, u = lm.encode("[aligned]"), lm.encode("[unaligned]")
+        k = 0
+        while k < min(len(a), len(u)) and a[k] == u[k]:
+            k += 1
+        if k >= min(len(a), len(u)):
+            raise ValueError("judge tokenizer cannot tell [aligned] from [unaligned]")
+        self.common, self.tok_a, self.tok_u = a[:k], a[k], u[k]
+
+    def prompt(self, s1: str, s2: str) -> list[int]:
+        msgs = [{"role": "system", "content": JUDGE_SYSTEM},
+                {"role": "user", "content": JUDGE_USER.format(s1=s1.strip(), s2=s2.strip())}]
+        text = self.lm.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return self.lm.encode(text) + self.common
+
+    def margins(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        lg = self.lm.next_token_logits([self.prompt(t, d) for t, d in pairs])
+        return (lg[:, self.tok_a] - lg[:, self.tok_u]).tolist()
+
+    def verify(self, pairs, contexts=()):
+        return _timed(lambda ps: [Verdict(m > self.threshold, m) for m in self.margins(ps)], pairs)
+
+
+class ScoreVerifier:
+    """The target rates the draft step 0-9 (SpecReason); the score is the most likely digit."""
+
+    name = "score"
+
+    def __init__(self, lm, threshold: float = 7.0):
+        self.lm, self.threshold = lm, threshold
+        self.digits = []
+        for d in "0123456789":
+            ids = lm.encode(d)
+            if len(ids) != 1:
+                raise ValueError(f"score verifier needs single-token digits; {d!r} -> {ids}")
+            self.digits.append(ids[0])
+
+    def prompt(self, step: str, context: str) -> list[int]:
+        msgs = [{"role": "user", "content": SCORE_USER.format(context=context.strip()[-4000:], step=step.strip())}]
+        return self.lm.encode(self.lm.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+
+    def scores(self, pairs, contexts) -> list[int]:
+        lg = self.lm.next_token_logits([self.prompt(d, c) for (_, d), c in zip(pairs, contexts)])
+        return lg[:, self.digits].argmax(-1).tolist()
+
+    def verify(self, pairs, contexts=()):
+        contexts = list(contexts) or [""] * len(pairs)
+        return _timed(lambda ps, cs: [Verdict(s >= self.threshold, float(s)) for s in self.scores(ps, cs)],
+                      pairs, contexts)
+
+
+def build(cfg: VerifierConfig, target_lm=None, cache: str | None = None) -> Verifier:
+    """Construct the configured verifier (judge/score default to the target model)."""
+    from . import models
+
+    if cfg.name == "exact":
+        return ExactVerifier(cfg.normalize)
+    if cfg.name == "random":
+        return RandomVerifier(cfg.t, cfg.seed)
+    if cfg.name == "embedding":
+        return EmbeddingVerifier(str(models.resolve(cfg.model or models.DEFAULT_EMBEDDING, cache)), cfg.t)
+    if cfg.name in ("judge", "score"):
+        lm = target_lm
+        if cfg.model:
+            from .hf import HFBackend
+
+            lm = HFBackend(models.resolve(cfg.model, cache))
+        if lm is None or not hasattr(lm, "next_token_logits"):
+            raise ValueError(f"the {cfg.name} verifier needs a transformers model: pass --judge PATH")
+        return JudgeVerifier(lm, cfg.t) if cfg.name == "judge" else ScoreVerifier(lm, cfg.t)
+    raise ValueError(f"unknown verifier {cfg.name!r} (judge, embedding, score, random, exact)")

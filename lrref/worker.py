@@ -1,0 +1,155 @@
+"""The draft model in its own process, for ``lr-async``.
+
+torch's intra-op thread pool is process-wide, so two models in one process
+cannot compute at the same time without fighting over (and oversubscribing)
+the same cores.  ``lr-async`` therefore runs the draft in a spawned process
+with its own thread count (default 1) while the target runs in the main
+process (default 1 thread): on this 2-core CPU each model gets a core.
+
+The worker drafts a *chain*: step j from ``prefix + d_0 .. d_{j-1}``, up to
+``credit`` steps ahead of what the main process has consumed; it sends each
+step as soon as it is done and checks for messages between forward passes,
+so a new chain (after a rejection) cancels stale work within one pass.
+
+Messages, main -> worker: ``("chain", epoch, prefix, remaining, credit, seed)``,
+``("credit", epoch, n)``, ``("idle",)``, ``("stats",)``, ``("quit",)``.
+Worker -> main: ``("ready", name)``, ``("draft", epoch, j, StepOut)``,
+``("cancelled", epoch, j, StepOut)``, ``("stats", dict)``, ``("error", text)``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+import traceback
+from dataclasses import asdict
+from typing import Any
+
+from .backend import Sampling, StepOut, StepRequest
+from .ngram import NgramConfig
+
+
+def step_seed(*parts: int) -> int:
+    """Deterministic 63-bit seed from integers (Python's tuple hash of ints is not randomised)."""
+    return hash(tuple(int(p) for p in parts)) & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class _Chain:
+    def __init__(self, epoch: int, prefix: list[int], remaining: int, credit: int, seed: int):
+        self.epoch, self.prefix, self.remaining, self.credit, self.seed = epoch, prefix, remaining, credit, seed
+        self.made: list[list[int]] = []
+        self.handle: int | None = None
+        self.terminal = False
+
+    def next_request(self, max_step: int) -> StepRequest | None:
+        used = sum(len(m) for m in self.made)
+        cap = min(max_step, self.remaining - used)
+        if self.terminal or len(self.made) >= self.credit or cap <= 0:
+            return None
+        ids = tuple(self.prefix + [t for m in self.made for t in m])
+        return StepRequest(ids, cap, step_seed(self.seed, len(self.made)))
+
+
+def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
+                ngram: dict, pool_size: int) -> None:
+    """Entry point of the draft process."""
+    try:
+        from .hf import HFBackend
+
+        be = HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size)
+        samp = Sampling(**sampling)
+        clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
+        eng = be.engine(samp, NgramConfig(**ngram), clock)
+        conn.send(("ready", be.name, list(be.eos_ids)))
+        chain: _Chain | None = None
+        while True:
+            busy = chain is not None and (chain.handle is not None or chain.next_request(max_step) is not None)
+            if not busy or conn.poll():
+                msg = conn.recv()
+                kind = msg[0]
+                if kind == "quit":
+                    break
+                if kind == "stats":
+                    conn.send(("stats", asdict(be.stats)))
+                    continue
+                if kind in ("chain", "idle") and chain is not None and chain.handle is not None:
+                    for _, out in eng.cancel([chain.handle]):
+                        conn.send(("cancelled", chain.epoch, len(chain.made), out))
+                    chain.handle = None
+                if kind == "chain":
+                    _, epoch, prefix, remaining, credit, seed = msg
+                    chain = _Chain(epoch, list(prefix), remaining, credit, seed)
+                elif kind == "idle":
+                    chain = None
+                elif kind == "credit" and chain is not None and msg[1] == chain.epoch:
+                    chain.credit += msg[2]
+                continue
+            if chain.handle is None:
+                req = chain.next_request(max_step)
+                chain.handle = eng.add([req])[0]
+            for _, out in eng.step():
+                conn.send(("draft", chain.epoch, len(chain.made), out))
+                chain.made.append(out.ids)
+                chain.handle = None
+                chain.terminal = out.finish == "eos"
+    except (EOFError, KeyboardInterrupt, BrokenPipeError):
+        pass
+    except Exception:  # report, then die: the main process turns it into an error
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except Exception:
+            pass
+
+
+class DraftWorker:
+    """Main-process handle on the draft process."""
+
+    def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
+                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=worker_main, daemon=True,
+                                args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
+                                      pool_size))
+        self.proc.start()
+        child.close()
+        msg = self._recv(timeout)
+        if msg[0] != "ready":
+            raise RuntimeError(f"draft worker failed to start: {msg}")
+        self.name, self.eos_ids = msg[1], tuple(msg[2])
+
+    def _recv(self, timeout: float | None = None) -> tuple:
+        if timeout is not None and not self.conn.poll(timeout):
+            raise RuntimeError("draft worker did not answer")
+        msg = self.conn.recv()
+        if msg[0] == "error":
+            raise RuntimeError(f"draft worker crashed: {msg[1].strip().splitlines()[-1]}")
+        return msg
+
+    def send(self, *msg: Any) -> None:
+        self.conn.send(msg)
+
+    def poll(self, timeout: float = 0.0) -> list[tuple]:
+        """Messages available now (waiting up to ``timeout`` s for the first one)."""
+        out = []
+        if self.conn.poll(timeout):
+            out.append(self._recv())
+            while self.conn.poll():
+                out.append(self._recv())
+        return out
+
+    def stats(self) -> dict:
+        self.send("stats")
+        while True:
+            m = self._recv(60)
+            if m[0] == "stats":
+                return m[1]
+
+    def close(self) -> None:
+        try:
+            self.send("quit")
+        except Exception:
+            pass
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.terminate()

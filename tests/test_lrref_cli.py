@@ -1,0 +1,95 @@
+"""lrref CLI: instant help, one-line errors with exit code 2, no torch for bad input."""
+
+import subprocess
+import sys
+
+import pytest
+
+from lrref import cli
+
+
+def lrref(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "lrref.cli", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "--prompt", "hi", "--mode", "bogus"], "unknown mode 'bogus'"),
+    (["generate", "--prompt", "hi", "--target", "/no/such/dir"], "does not exist"),
+    (["generate", "--prompt", "hi", "--gamma", "x"], "expected an integer"),
+    (["generate", "--prompt", "hi", "--temperature", "nan"], "finite number"),
+    (["generate", "--prompt", "hi", "--mode", "lr-async", "--width", "2"], "lr-sync only"),
+    (["generate", "--prompt", "hi", "--mode", "lr-sync", "--width", "2"], "draft temperature"),
+    (["generate", "--prompt-file", "/no/such/file"], "does not exist"),
+    (["generate"], "required"),
+    (["bench", "--dataset", "/no/such.jsonl"], "does not exist"),
+    (["bench", "--modes", "ar,ar"], "distinct"),
+    (["models", "prepare", "--models", "nope"], "unknown model"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
+    r = lrref(*args, "--cache-dir", str(tmp_path)) if args[0] != "frobnicate" else lrref(*args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lrref: error:") and message in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_default_model_says_how_to_prepare(tmp_path):
+    r = lrref("generate", "--prompt", "hi", "--cache-dir", str(tmp_path))
+    assert r.returncode == 2 and "lrref models prepare --models qwen2.5-coder-1.5b-instruct" in r.stderr
+
+
+def test_bad_dataset_content(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"q": 1}\n')
+    r = lrref("bench", "--dataset", str(p), "--cache-dir", str(tmp_path))
+    assert r.returncode == 2 and "d.jsonl:1" in r.stderr
+
+
+def test_help_and_validation_do_not_import_torch():
+    code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker;"
+            "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    assert lrref("--help").returncode == 0
+
+
+def test_models_list_on_an_empty_cache(tmp_path, capsys):
+    assert cli.main(["models", "list", "--cache-dir", str(tmp_path), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"status": "absent"' in out and "qwen2.5-coder-1.5b-instruct" in out
+
+
+def test_mode_parsing():
+    from lrref.decoder import parse_mode
+
+    assert parse_mode("sd") == ("ar", True)
+    assert parse_mode("lr+sd") == ("lr-async", True)
+    assert parse_mode("lr-sync+sd") == ("lr-sync", True)
+    assert parse_mode("lr-async") == ("lr-async", False)
+    with pytest.raises(ValueError):
+        parse_mode("ar+sd+sd")
+
+
+def test_answer_extraction_and_ci():
+    from lrref.bench import extract_answer, gold_answer, wilson
+
+    assert extract_answer("so the total is \\boxed{1,234}.") == "1234"
+    assert extract_answer("\\(\\boxed{\\$15.00}\\)") == "15"
+    assert extract_answer("\\boxed{\\frac{3}{4}}") == "0.75"
+    assert extract_answer("\\boxed{x = 5 \\text{ apples}}") == "5"
+    assert extract_answer("first 12, finally 15.") == "15"
+    assert extract_answer("no digits") is None
+    assert gold_answer("2*3 = 6.\n#### 6") == "6" and gold_answer("#### 1,000") == "1000"
+    lo, hi = wilson(15, 30)
+    assert 0.31 < lo < 0.34 and 0.66 < hi < 0.69
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_bundled_problems_load():
+    from pathlib import Path
+
+    from lrref.bench import load_dataset
+
+    rows = load_dataset(Path(cli.__file__).parent / "data" / "problems.jsonl")
+    assert len(rows) == 40 and all(r["gold"] is not None for r in rows)

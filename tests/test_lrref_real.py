@@ -1,0 +1,272 @@
+"""lrref on real models: SmolLM2-135M (fast) and one short run on the Qwen pair.
+
+Lossless check: greedy decoding + a verifier that accepts only token-identical
+steps must reproduce ``ar`` token for token in every LR mode.  float32 keeps
+the numerics independent of batch shape (bf16 is not; see README).
+The draft is the same small model *sampling at temperature 0.4*, so drafts are
+rejected often and accepted sometimes: both paths run.
+"""
+
+import json
+
+import pytest
+
+from conftest import require_models
+
+from lrsim.trace import read_trace
+
+TINY = "smollm2-135m-instruct"
+QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does she spend?",
+      "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    (path,) = require_models(TINY)
+    from lrref.hf import HFBackend
+
+    return str(path), HFBackend(path, dtype="float32", threads=1), HFBackend(path, dtype="float32", threads=1)
+
+
+def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
+    from lrsim.trace import TraceWriter
+
+    from lrref.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verifiers import ExactVerifier
+
+    path, tgt, drf = tiny
+    base = dict(mode=mode, gamma=3, max_step_tokens=20, max_tokens=56, draft_temperature=0.4, threads=1,
+                target_threads=1, draft_threads=1, log_text=True)
+    cfg = DecodeConfig(**(base | kw))
+    tp = tmp_path / f"{mode.replace('+', '_')}-{kw.get('width', 1)}.jsonl"
+    tw = TraceWriter(tp, make_header(cfg, {"target": path, "draft": path}, "hf", {"name": "exact"}))
+    dec = Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=path,
+                  draft_dtype="float32")
+    try:
+        res = [dec.run(i, tgt.encode_chat(q, cfg.system)) for i, q in enumerate(QS)]
+    finally:
+        dec.close()
+        tw.close()
+    return res, read_trace(tp)
+
+
+def test_engine_matches_transformers_generate(tiny):
+    """Step-by-step batched decoding (with/without prefix cache, with n-gram) == greedy generate."""
+    import torch
+
+    from lrref.backend import Sampling, StepRequest
+    from lrref.ngram import NgramConfig
+
+    _, be, _ = tiny
+    prompts = [be.encode_chat(q, "Be brief.") for q in QS + ["What is 12*7?"]]
+    refs = [be.model.generate(torch.tensor([p]), max_new_tokens=40, do_sample=False)[0, len(p):].tolist()
+            for p in prompts]
+    for cache in (False, True):
+        for ng in (NgramConfig(), NgramConfig(k=3)):
+            be.prefix_cache, be.pool.size = cache, (8 if cache else 0)
+            be.pool.clear()
+            r0 = be.stats.reused_tokens
+            outs = [[] for _ in prompts]
+            while True:
+                idx = [i for i, o in enumerate(outs) if len(o) < 40 and (not o or o[-1] not in be.eos_ids)]
+                if not idx:
+                    break
+                got = be.generate_steps([StepRequest(tuple(prompts[i] + outs[i]), min(16, 40 - len(outs[i])))
+                                         for i in idx], Sampling(), ng)
+                for i, g in zip(idx, got):
+                    outs[i] += g.ids
+                    assert g.forwards >= 1 and g.batch >= 1 and g.end >= g.start
+            for o, r in zip(outs, refs):
+                assert o == r[:len(o)] and len(o) == min(40, len(r))
+            assert (be.stats.reused_tokens > r0) == cache
+    be.prefix_cache, be.pool.size = True, 8
+
+
+@pytest.fixture(scope="module")
+def ar_ref(tiny, tmp_path_factory):
+    return decode_all(tiny, "ar", tmp_path_factory.mktemp("ar"))
+
+
+@pytest.mark.parametrize("mode, kw", [("sd", {}), ("lr-sync", {}), ("lr-sync+sd", {}), ("lr-async", {}),
+                                      ("lr-async+sd", {}), ("lr-sync", {"width": 2, "gamma": 2})])
+def test_lossless_greedy_exact(tiny, ar_ref, tmp_path, mode, kw):
+    ref, _ = ar_ref
+    res, tr = decode_all(tiny, mode, tmp_path, **kw)
+    for a, b in zip(ref, res):
+        assert b.ids == a.ids, f"{mode}: diverged at token {next(i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y)}"
+        assert b.finish == a.finish
+    assert len(tr.requests) == len(QS) and not tr.warnings
+    committed = [s for s in tr.steps if s.committed]
+    assert len(committed) == sum(len(r.steps) for r in res)  # one committed row per output step
+    assert sum(r.accepted_steps for r in res) == sum(s.committed == "draft" for s in tr.steps)
+    if mode.startswith("lr"):
+        decided = [s for s in tr.steps if s.decision is not None]
+        assert decided and all(s.verifier in ("identical", "exact") for s in decided)
+        assert all((s.verifier == "identical") == bool(s.decision) for s in decided)
+        assert all(s.target_forwards and s.target_batch for s in committed if s.committed == "target")
+    if "+sd" in mode or mode == "sd":
+        assert sum(s.ngram_drafted or 0 for s in tr.steps) > 0
+
+
+def test_lr_modes_exercise_accept_and_reject(tiny, tmp_path):
+    res, tr = decode_all(tiny, "lr-sync", tmp_path)
+    decided = [s.decision for s in tr.steps if s.decision is not None]
+    assert True in decided and False in decided, decided
+
+
+def test_async_trace_has_overlap_and_batches(tiny, tmp_path):
+    res, tr = decode_all(tiny, "lr-async", tmp_path, max_tokens=80)
+    drafts = [s for s in tr.steps if s.draft_start is not None and not s.cancelled]
+    targets = [s for s in tr.steps if s.target_start is not None]
+    assert drafts and targets
+    # some target step ran while a draft was being written (the processes overlap)
+    assert any(t.target_start < d.draft_end and d.draft_start < t.target_end for d in drafts for t in targets
+               if (d.request, d.cycle) == (t.request, t.cycle) and d.position > t.position)
+    assert all(r.draft_overlapped and r.draft_s > 0 for r in res)
+
+
+def test_sampling_is_reproducible_with_a_seed(tiny, tmp_path):
+    a, _ = decode_all(tiny, "lr-sync+sd", tmp_path, temperature=0.7, top_p=0.9, seed=3)
+    b, _ = decode_all(tiny, "lr-sync+sd", tmp_path, temperature=0.7, top_p=0.9, seed=3)
+    c, _ = decode_all(tiny, "lr-sync+sd", tmp_path, temperature=0.7, top_p=0.9, seed=4)
+    assert [r.ids for r in a] == [r.ids for r in b]
+    assert [r.ids for r in a] != [r.ids for r in c]
+
+
+def test_killed_run_leaves_a_readable_trace(tiny, tmp_path):
+    _, tr = decode_all(tiny, "lr-sync", tmp_path)
+    p = tr.path
+    text = open(p).read()
+    cut = text[: len(text) - 40]  # the half-written last line of a killed run
+    open(p, "w").write(cut)
+    t2 = read_trace(p)
+    assert len(t2.steps) + len(t2.requests) == len(tr.steps) + len(tr.requests) - 1 and t2.warnings
+
+
+# --- verifiers -----------------------------------------------------------------------------------------
+
+PAIRS_SAME = [("3 notebooks cost 3 * 4 = 12 dollars.", "The notebooks cost 3 x $4 = $12."),
+              ("So the total is 12 + 3 = 15.", "Adding them up, 12 + 3 = 15 in total.")]
+PAIRS_DIFF = [("3 notebooks cost 3 * 4 = 12 dollars.", "The train leaves the station at noon."),
+              ("So the total is 12 + 3 = 15.", "She has 7 apples left after eating 2.")]
+
+
+def test_exact_and_random_verifiers():
+    from lrref.verifiers import ExactVerifier, RandomVerifier
+
+    v = ExactVerifier()
+    assert [x.decision for x in v.verify([("a  b\n", "a b"), ("a b", "a c")])] == [True, False]
+    assert not ExactVerifier(normalize=False).verify([("a b", "a b")])[0].decision
+    assert all(x.decision for x in RandomVerifier(1.0).verify([("a", "b")] * 20))
+    assert not any(x.decision for x in RandomVerifier(0.0).verify([("a", "b")] * 20))
+    rate = sum(x.decision for x in RandomVerifier(0.3, seed=1).verify([("a", "b")] * 2000)) / 2000
+    assert 0.26 < rate < 0.34
+
+
+def test_embedding_verifier_on_known_pairs():
+    (path,) = require_models("all-minilm-l6-v2")
+    from lrref.verifiers import EmbeddingVerifier
+
+    v = EmbeddingVerifier(path, threshold=0.6)
+    same = v.verify(PAIRS_SAME)
+    diff = v.verify(PAIRS_DIFF)
+    assert all(s.decision for s in same) and not any(d.decision for d in diff)
+    assert min(s.score for s in same) > max(d.score for d in diff)
+    assert abs(v.cosine([("x y z", "x y z")])[0] - 1) < 1e-4
+
+
+def test_judge_and_score_mechanics_on_the_tiny_model(tiny):
+    from lrref.verifiers import JudgeVerifier, ScoreVerifier
+
+    _, be, _ = tiny
+    j = JudgeVerifier(be, threshold=0.0)
+    assert j.tok_a != j.tok_u
+    text = be.tok.decode(j.prompt("s-one", "s-two"))
+    assert "<start_s1>\ns-one\n<end_s1>" in text and "[aligned]" in text and text.rstrip().endswith(
+        be.tok.decode(j.common).strip() or text.rstrip()[-1])
+    m = j.margins(PAIRS_SAME + PAIRS_DIFF)
+    assert len(m) == 4 and all(abs(x) < 100 for x in m)
+    assert [v.decision for v in JudgeVerifier(be, threshold=1e9).verify(PAIRS_SAME)] == [False, False]
+    s = ScoreVerifier(be, threshold=0).verify(PAIRS_SAME, ["Q: notebooks"] * 2)
+    assert all(0 <= x.score <= 9 and x.decision for x in s)
+
+
+# --- CLI end to end -----------------------------------------------------------------------------------
+
+
+def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
+    require_models(TINY, "all-minilm-l6-v2")
+    from lrref import cli
+
+    common = ["--target", TINY, "--draft", TINY, "--embedding", "all-minilm-l6-v2", "--dtype", "float32",
+              "--threads", "1", "--max-tokens", "40", "--max-step-tokens", "16", "--gamma", "2",
+              "--draft-temperature", "0.8"]
+    tp = tmp_path / "g.jsonl"
+    assert cli.main(["generate", "--prompt", QS[0], "--mode", "lr-sync+sd", "--json", "--trace", str(tp)] + common) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"text", "steps", "accepted_steps", "trace", "wall_s"} <= set(out)
+    assert out["trace"] == str(tp) and read_trace(tp).requests[0].output_tokens == out["tokens"]
+    assert "".join(s["text"] for s in out["steps"]).strip() == out["text"].strip()
+    h = read_trace(tp).header
+    assert h.config["mode"] == "lr-sync+sd" and h.config["ngram_k"] == 4 and "help" in h.config
+    assert h.config["verifier"]["name"] == "embedding" and h.backend == "hf"
+    od = tmp_path / "bench"
+    assert cli.main(["bench", "--n", "2", "--modes", "ar,lr-sync,lr-async+sd", "--out", str(od), "--json"]
+                    + common) == 0
+    res = json.loads((od / "results.json").read_text())
+    assert [r["mode"] for r in res["modes"]] == ["ar", "lr-sync", "lr-async+sd"]
+    assert res["modes"][0]["speedup_vs_ar"] == 1.0 and res["modes"][0]["requests"] == 2
+    assert all(0 <= r["overhead_share"] < 1 for r in res["modes"])
+    assert (od / "results.csv").read_text().count("\n") == 4
+    assert len(read_trace(od / "trace-lr-async_sd.jsonl").requests) == 2
+
+
+# --- the real default pair (short) ------------------------------------------------------------------------
+
+QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    dpath, tpath = require_models(*QWEN)
+    from lrref.hf import HFBackend
+
+    return str(dpath), str(tpath), HFBackend(tpath, dtype="float32", threads=2), HFBackend(dpath, dtype="float32",
+                                                                                           threads=2)
+
+
+def test_qwen_pair_lossless_short(qwen, tmp_path):
+    """Greedy + token-identical acceptance on the default pair: lr-sync+sd and lr-async == ar (float32)."""
+    from lrsim.trace import TraceWriter
+
+    from lrref.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verifiers import ExactVerifier
+
+    dpath, tpath, tgt, drf = qwen
+    q = "A bakery makes 120 muffins. It sells 45 in the morning and 38 in the afternoon. How many are left?"
+    outs = {}
+    for mode in ("ar", "lr-sync+sd", "lr-async"):
+        cfg = DecodeConfig(mode=mode, gamma=2, max_step_tokens=24, max_tokens=48, threads=2, target_threads=1,
+                           draft_threads=1)
+        tw = TraceWriter(tmp_path / f"{mode}.jsonl", make_header(cfg, {"target": tpath, "draft": dpath}, "hf", None))
+        dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), tw, draft_path=dpath, draft_dtype="float32")
+        try:
+            outs[mode] = dec.run(0, tgt.encode_chat(q, cfg.system))
+        finally:
+            dec.close()
+            tw.close()
+    assert len(outs["ar"].ids) == 48
+    for m in ("lr-sync+sd", "lr-async"):
+        assert outs[m].ids == outs["ar"].ids, m
+    assert sum(outs[m].accepted_steps for m in outs) >= 1  # the 0.5B draft does match the 1.5B target sometimes
+
+
+def test_mismatched_vocabularies_are_refused(tmp_path):
+    require_models(TINY, QWEN[1])
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "lrref.cli", "generate", "--prompt", "hi", "--mode", "lr-sync",
+                        "--target", QWEN[1], "--draft", TINY, "--verifier", "exact", "--trace",
+                        str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "different vocabularies" in r.stderr and "Traceback" not in r.stderr
