@@ -331,9 +331,10 @@ class Decoder:
             self._count_target(res, t)
         # 3. walk: verify the children of the current node against its target step
         context = self.target.decode(prefix[-2048:])
-        node, done, path_nodes = root, False, []
+        node, done, path_nodes, bonus = root, False, [], None
         while True:
             if not node.children:  # bonus step (all drafts accepted) or nothing drafted here
+                bonus = node
                 if node.target is not None:
                     self._write(StepRecord(request=request, cycle=cycle, position=node.depth + 1, committed="target",
                                            **self._tfields(node.target, cfg.log_text)))
@@ -358,7 +359,7 @@ class Decoder:
             node = best
             if done or node.terminal:
                 break
-        self._flush_unvisited(request, cycle, root)
+        self._flush_unvisited(request, cycle, root, bonus)
         return done
 
     def _flush_children(self, request: int, cycle: int, node: _Node, chosen: _Node | None,
@@ -374,15 +375,24 @@ class Decoder:
                 **self._dfields(c.out, cfg.log_text), **self._tfields(node.target, cfg.log_text)))
             c.vtimes = None  # written
 
-    def _flush_unvisited(self, request: int, cycle: int, root: _Node) -> None:
-        """Drafts never verified (below a rejection or an unchosen branch): accepted = False."""
-        stack = list(root.children)
+    def _flush_unvisited(self, request: int, cycle: int, root: _Node, bonus: _Node | None) -> None:
+        """Drafts never verified (below a rejection or an unchosen branch): accepted = False.
+
+        Each row carries the target step written at its position (its parent's), and a leaf's own target
+        step (the bonus position of its path) gets a target-only row: that work ran in the cycle's batch
+        and was thrown away, and the trace must show it (calibration prices the batch from these rows).
+        """
+        log = self.cfg.log_text
+        stack = [(c, root) for c in root.children]
         while stack:
-            c = stack.pop()
-            stack.extend(c.children)
+            c, parent = stack.pop()
+            stack.extend((g, c) for g in c.children)
             if c.verdict is None:
                 self._write(StepRecord(request=request, cycle=cycle, position=c.depth, branch=c.branch,
-                                       **self._dfields(c.out, self.cfg.log_text)))
+                                       **self._dfields(c.out, log), **self._tfields(parent.target, log)))
+            if not c.children and c.target is not None and c is not bonus:
+                self._write(StepRecord(request=request, cycle=cycle, position=c.depth + 1,
+                                       **self._tfields(c.target, log)))
 
     # -- lr-async ------------------------------------------------------------------------------------------
     def _run_async(self, request: int, prompt: list[int], res: Result) -> None:

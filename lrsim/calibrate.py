@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from scipy import optimize, stats
@@ -107,6 +107,7 @@ class Calibration:
     target_tokens: Summary | None
     assumptions: dict
     warnings: list[str]
+    request_tokens: Summary | None = None  #: output tokens per finished request (cap or EOS)
 
     def to_dict(self, samples: bool = False) -> dict:
         d = asdict(self)
@@ -256,15 +257,27 @@ def token_acceptance(traces: Sequence[Trace]):
     return est, ci, share, Summary.of(tok / fwd), ks
 
 
+def _ratio_summary(pairs: list[tuple[float, float]]) -> Summary:
+    """Summary of per-step ``time / count`` whose ``mean`` is the ratio estimator ``sum(time) / sum(count)``.
+
+    A step pays a fixed part (prefill, call overhead) besides its per-token
+    part, so short steps cost more per token; the mean of per-step ratios would
+    overcharge a simulator that multiplies a per-token cost by sampled lengths.
+    The ratio of sums makes the simulated totals match the recorded ones.
+    """
+    s = Summary.of(d / n for d, n in pairs)
+    return replace(s, mean=sum(d for d, _ in pairs) / sum(n for _, n in pairs)) if s.n else s
+
+
 def per_token_by_batch(steps: Sequence[StepRecord], lane: str) -> dict[int, Summary]:
-    """Seconds per token of ``lane`` ('draft' or 'target') grouped by the call's batch size."""
-    groups: dict[int, list[float]] = {}
+    """Seconds per token of ``lane`` ('draft' or 'target') grouped by the call's batch size (ratio mean)."""
+    groups: dict[int, list[tuple[float, float]]] = {}
     for s in steps:
         d, n, b = _dur(s, lane), getattr(s, f"{lane}_tokens"), getattr(s, f"{lane}_batch")
         if d is None or not n or s.cancelled:
             continue
-        groups.setdefault(int(b or 1), []).append(d / n)
-    return {b: Summary.of(v) for b, v in sorted(groups.items())}
+        groups.setdefault(int(b or 1), []).append((d, n))
+    return {b: _ratio_summary(v) for b, v in sorted(groups.items())}
 
 
 def target_setup(header) -> str:
@@ -280,21 +293,39 @@ def target_setup(header) -> str:
     return f"threads={threads}" if threads else "default"
 
 
-def per_forward_by_positions(traces: Sequence[Trace]) -> dict[int, Summary]:
-    """Target seconds per forward pass, keyed by positions in the pass (batch x k2 of the trace).
-
-    This is the latency curve ``tau(positions)`` the simulator prices passes with;
-    pass traces of one :func:`target_setup`.
-    """
-    groups: dict[int, list[float]] = {}
+def _target_passes(traces: Sequence[Trace]) -> Iterator[tuple[int, int, float, int]]:
+    """(batch, k2, seconds, forward passes) of every timed, finished target step."""
     for t in traces:
         k2 = recorded_setting(t.header).k2
         for s in t.steps:
             d = _dur(s, "target")
-            if d is None or not s.target_forwards or s.cancelled:
-                continue
-            groups.setdefault(int(s.target_batch or 1) * k2, []).append(d / s.target_forwards)
-    return {x: Summary.of(v) for x, v in sorted(groups.items())}
+            if d is not None and s.target_forwards and not s.cancelled:
+                yield int(s.target_batch or 1), k2, d, s.target_forwards
+
+
+def per_forward_by_batch_k2(traces: Sequence[Trace]) -> dict[tuple[int, int], Summary]:
+    """Target seconds per forward pass keyed by (batch, k2): rows in the pass and positions per row.
+
+    A CPU (or GPU) does not price a pass by ``batch * k2`` alone: an extra row
+    costs its own attention over a whole prefix, an extra speculative token in a
+    row much less.  Pass traces of one :func:`target_setup`.
+    """
+    groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for b, k2, d, forwards in _target_passes(traces):
+        groups.setdefault((b, k2), []).append((d, forwards))
+    return {key: _ratio_summary(v) for key, v in sorted(groups.items())}
+
+
+def per_forward_by_positions(traces: Sequence[Trace]) -> dict[int, Summary]:
+    """Target seconds per forward pass, keyed by positions in the pass (batch x k2 of the trace).
+
+    The one-axis curve ``tau(positions)``; :mod:`lrsim.replay` prefers the
+    separable ``T(batch, k2)`` built from :func:`per_forward_by_batch_k2`.
+    """
+    groups: dict[int, list[tuple[float, float]]] = {}
+    for b, k2, d, forwards in _target_passes(traces):
+        groups.setdefault(b * k2, []).append((d, forwards))
+    return {x: _ratio_summary(v) for x, v in sorted(groups.items())}
 
 
 def cost_ratio(target: dict[int, Summary], draft: dict[int, Summary]):
@@ -369,6 +400,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         draft_tokens=_summary_or_none([s.draft_tokens for s in steps if s.draft_tokens]),
         target_tokens=_summary_or_none([s.target_tokens for s in steps if s.target_tokens]),
         assumptions=assumptions, warnings=[w for t in traces for w in t.warnings],
+        request_tokens=_summary_or_none([r.output_tokens for t in traces for r in t.requests if r.output_tokens]),
     )
 
 
@@ -410,9 +442,10 @@ def format_calibration(c: Calibration) -> str:
         v = c.verify_s
         lines.append(f"  verifier latency: mean {v.mean * 1e3:.1f} ms, p50 {v.p50 * 1e3:.1f}, p90 {v.p90 * 1e3:.1f} "
                      f"(n={v.n})")
-    for name, s in (("draft", c.draft_tokens), ("target", c.target_tokens)):
+    for name, s in (("draft step", c.draft_tokens), ("target step", c.target_tokens),
+                    ("request", c.request_tokens)):
         if s is not None and s.n:
-            lines.append(f"  {name} step length: mean {s.mean:.1f} tokens, p10 {s.p10:.0f}, p50 {s.p50:.0f}, "
+            lines.append(f"  {name} length: mean {s.mean:.1f} tokens, p10 {s.p10:.0f}, p50 {s.p50:.0f}, "
                          f"p90 {s.p90:.0f} (n={s.n})")
     lines.append("  assumptions:")
     for k, v in c.assumptions.items():

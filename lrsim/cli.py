@@ -85,10 +85,12 @@ def _sim_flags() -> tuple[list, list]:
         ("--steps", "steps", positive_int), ("--seed", "seed", nonnegative_int),
         ("--token-model", "token_model", _choice(TOKEN_MODELS)), ("--join", "join", _choice(JOINS)),
         ("--engine", "engine", _choice(ENGINES)),
+        ("--verify-calls", "verify_calls", _choice(("one", "per_pair"))),
     ]
     models = [
         ("--step-tokens", "step_tokens", _model(parse_dist)), ("--draft-tokens", "draft_tokens", _model(parse_dist)),
         ("--verifier-latency", "verifier_latency", _model(parse_dist)),
+        ("--request-tokens", "request_tokens", _model(parse_dist)),
         ("--target-latency", "target_latency", _model(load_latency)),
         ("--draft-latency", "draft_latency", _model(load_latency)),
     ]
@@ -135,15 +137,17 @@ def build_parser() -> Parser:
     p = sub.add_parser("plan", help="best split of the budget M between step level (k1) and token level (k2)")
     _add_theory_args(p)
     p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table")
-    p.add_argument("--trace", nargs="+", metavar="TRACE",
-                   help="plan from recorded traces (calibrated simulator) instead of the closed forms: "
+    p.add_argument("--trace", nargs="*", metavar="TRACE",
+                   help="plan from recorded traces (calibrated simulator) instead of the closed forms; "
+                        "with no file: the embedded default traces. "
                         "--alpha*/--c*/--mode are then taken from the traces")
     p.add_argument("--k2-max", type=positive_int, default=8, help="with --trace: largest k2 searched")
     p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="with --trace: bootstrap replicates for the CI")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
-    p.add_argument("traces", nargs="+", metavar="TRACE", help="lr-trace JSONL file(s)")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
     p.add_argument("--mode", type=_choice(("ar", "sync", "async")), help="default: the first trace's mode")
     p.add_argument("--k1", type=positive_int, help="sync: target steps per cycle; async: look-ahead depth")
     p.add_argument("--k2", type=positive_int, help="positions per target pass (n-gram tokens + 1)")
@@ -174,7 +178,8 @@ def build_parser() -> Parser:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("calibrate", help="fit acceptance, costs, latency curves and step lengths from traces")
-    p.add_argument("traces", nargs="+", metavar="TRACE", help="lr-trace JSONL file(s)")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("sweep", help="simulate every point of a grid, in parallel, into a CSV or Parquet file")
@@ -220,15 +225,16 @@ def _plan(a: argparse.Namespace):
 
 
 def _read_traces(paths: Sequence[str]) -> list:
-    from .trace import read_trace
+    """The given traces, or the embedded default when none is given; skipped lines reported on stderr."""
+    from .trace import default_traces, read_trace
 
-    traces = [read_trace(p) for p in paths]
+    traces = [read_trace(p) for p in (paths or default_traces())]
     warn_skipped([w for t in traces for w in t.warnings])
     return traces
 
 
 def cmd_plan(a: argparse.Namespace) -> str:
-    if a.trace:
+    if a.trace is not None:
         from .replay import format_trace_plan, plan_from_traces
 
         tp = plan_from_traces(_read_traces(a.trace), a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap,
@@ -274,16 +280,51 @@ def cmd_report(a: argparse.Namespace) -> str:
     p = _plan(a)
     results = check_all(a.resolution, 50_000, progress=sys.stderr.isatty())
     seeds = compare_with_seeds()
+    measured = _embedded_summary(a.budget)
     if a.json:
         from dataclasses import asdict
 
         return json.dumps({"plan": p.to_dict(), "theorems": [asdict(r) for r in results],
-                           "seed_formulas": [asdict(f) for f in seeds]}, indent=2, default=float)
+                           "seed_formulas": [asdict(f) for f in seeds], "embedded_trace": measured},
+                          indent=2, default=float)
     summary = ["", "Theorem checks (run `lrsim theorems` for details):"]
     summary += [f"  {r.name}: {r.verdict.upper()} ({r.points_checked} points)" for r in results]
     summary += ["", "Seed formulas vs sympy derivations (run `lrsim symbolic` for details):"]
     summary += [f"  {f.name}: {f.verdict}" for f in seeds]
+    m = measured
+    summary += ["", f"Measured: the embedded default traces ({m['source']}; `lrsim calibrate` for details):",
+                f"  alpha1 = {m['alpha1']:.3f} [{m['alpha1_ci95'][0]:.3f}, {m['alpha1_ci95'][1]:.3f}], "
+                f"alpha2 = {m['alpha2']:.3f}, c1 = {m['c1']:.3f}, verifier {m['verify_ms']:.0f} ms per step pair",
+                f"  closed-form plan on these numbers (M = {a.budget}): {m['closed_form']['mode']} "
+                f"k1 = {m['closed_form']['k1']}, k2 = {m['closed_form']['k2']} promises "
+                f"{m['closed_form']['speedup']:.2f}x; the simulator calibrated on the traces gives it "
+                f"{m['closed_form']['simulated']:.2f}x",
+                "  (`lrsim plan --trace --budget M` searches every configuration on the recorded workload)"]
     return format_plan(p) + "\n" + "\n".join(summary)
+
+
+def _embedded_summary(budget: int) -> dict:
+    """Calibration of the embedded default traces and the closed-form plan they imply, priced by the simulator."""
+    from .calibrate import Setting, calibrate
+    from .planner import plan
+    from .replay import TINY_C2, _group, _point
+
+    traces = _read_traces([])
+    c = calibrate(traces)
+    best = None
+    for mode in ("sync", "async"):
+        timing = calibrate(_group(traces, mode))
+        q = plan(c.alpha1.p, timing.c1, c.alpha2, TINY_C2, budget, mode)
+        if best is None or q.speedup > best[1].speedup:
+            best = (mode, q)
+    mode, q = best
+    simulated = _point(traces, Setting(mode, q.k1, q.k2), 4000, 0, 0.0)[0]
+    h = traces[0].header
+    return {"source": f"lrref {h.backend or ''} on {h.hardware.get('cpus', '?')} CPUs, "
+                      f"modes {', '.join(sorted({t.header.config.get('mode', t.header.mode) for t in traces}))}",
+            "alpha1": c.alpha1.p, "alpha1_ci95": [c.alpha1.lo, c.alpha1.hi], "alpha2": c.alpha2, "c1": c.c1,
+            "verify_ms": 1000 * c.verify_s.mean,
+            "closed_form": {"mode": mode, "k1": q.k1, "k2": q.k2, "speedup": q.speedup, "simulated": simulated}}
 
 
 def _sim_settings(a: argparse.Namespace) -> dict:
@@ -354,10 +395,9 @@ def warn_skipped(warnings: Sequence[str], limit: int = 5) -> None:
 
 
 def cmd_calibrate(a: argparse.Namespace) -> str:
-    from .calibrate import calibrate_files, format_calibration
+    from .calibrate import calibrate, format_calibration
 
-    c = calibrate_files(a.traces)
-    warn_skipped(c.warnings)
+    c = calibrate(_read_traces(a.traces))
     return json.dumps(c.to_dict(), indent=2, default=float) if a.json else format_calibration(c)
 
 

@@ -112,6 +112,11 @@ class SimConfig:
     tree: bool = _f("draft the full W^(j+1) tree at depth j instead of W candidates per position (sync only)", False)
     verifier_cost: float = _f("verifier latency per call in units of T (target step time at batch 1)", 0.0)
     verifier_latency: Dist | None = _f("verifier latency per call (s), a distribution; overrides verifier_cost")
+    request_tokens: Dist | None = _f("sync: output tokens per request; requests run back to back and every draft and "
+                                     "target step is cut at the tokens its request has left (lrref's max_tokens). "
+                                     "None: one endless request", None)
+    verify_calls: str = _f("sync: 'one' verifier call checks all pairs of a cycle; 'per_pair': one call per pair, "
+                           "in order, up to the first rejection (lrref's sync decoder)", "one")
     step_tokens: Dist = _f("tokens per target step (rounded, >= 1)", Constant(STEP_TOKENS))
     draft_tokens: Dist | None = _f("tokens per draft step; None: same distribution as step_tokens")
     target_latency: Latency | None = _f("target forward-pass latency; None: constant, so that T = 1")
@@ -187,6 +192,10 @@ def validate(cfg: SimConfig) -> None:
     _int("seed", cfg.seed, 0)
     if cfg.token_model not in TOKEN_MODELS:
         raise ValueError(f"token_model must be one of {', '.join(TOKEN_MODELS)}, got {cfg.token_model!r}")
+    if cfg.request_tokens is not None and (cfg.mode == "async" or cfg.engine == "renewal" or cfg.width > 1):
+        raise ValueError("request_tokens is modelled for sync and ar with W = 1 on the event engine only")
+    if cfg.verify_calls not in ("one", "per_pair"):
+        raise ValueError(f"verify_calls must be 'one' or 'per_pair', got {cfg.verify_calls!r}")
     if cfg.join not in JOINS:
         raise ValueError(f"join must be one of {', '.join(JOINS)}, got {cfg.join!r}")
     if cfg.token_model == "mean" and cfg.k2 > 1 and cfg.join != "immediate":
@@ -776,7 +785,7 @@ class _Sim:
         self.cfg, self.record = cfg, record
         self.env = simpy.Environment()
         ss = np.random.SeedSequence(cfg.seed)
-        r_acc, r_tlen, r_dlen, r_tpass, r_dpass, r_ver = (np.random.default_rng(s) for s in ss.spawn(6))
+        r_acc, r_tlen, r_dlen, r_tpass, r_dpass, r_ver, r_req = (np.random.default_rng(s) for s in ss.spawn(7))
         tlat = cfg.target_latency or ConstantLatency(1.0 / cfg.step_tokens.mean)
         self.tau1 = tlat(1, 1)  # baseline: seconds per token, target alone at batch 1
         T = self.tau1 * cfg.step_tokens.mean  # mean target step time at batch 1
@@ -792,6 +801,8 @@ class _Sim:
                     else _TargetServer(self.env, it, grid))
         self.tlen = _lengths(cfg.step_tokens, r_tlen)
         self.dlen = _lengths(dtokens, r_dlen)
+        self.rlen = _lengths(cfg.request_tokens, r_req) if cfg.request_tokens is not None else None
+        self.rem = self.rlen() if self.rlen is not None else math.inf  # tokens the current request has left
         self.tpass = _Passes(r_tpass, cfg.alpha2, cfg.k2) if sd else None
         self.dpass = _Passes(r_dpass, cfg.alpha2, cfg.k2) if sd and cfg.draft_sd else None
         dsd = self.sd_factor if sd and cfg.draft_sd else 1.0
@@ -823,8 +834,8 @@ class _Sim:
         pw = accept_probability(cfg.alpha1, cfg.width, cfg.correlation)
         return sum(pw**i for i in range(cfg.k1))
 
-    def _target_job(self, pos: int, carried: bool = False) -> _Job:
-        L = self.tlen()
+    def _target_job(self, pos: int, carried: bool = False, cap: float = math.inf) -> _Job:
+        L = min(self.tlen(), cap)  # a step stops at the tokens its request has left
         if self.tpass is None:
             return _Job(pos, L, L, L)  # one token per pass
         if self.mean_tokens:
@@ -832,14 +843,14 @@ class _Sim:
         passes, written = self.tpass.carried(L) if carried else self.tpass.truncated(L)
         return _Job(pos, L, passes, written)
 
-    def _draft(self, depth: int) -> tuple[float, list[int], int]:
+    def _draft(self, depth: int, cap: float = math.inf) -> tuple[float, list[int], int]:
         """Duration, candidate lengths and batch of drafting one position (W candidates as one batch)."""
         cfg = self.cfg
         b = cfg.width ** (depth + 1) if cfg.tree else cfg.width
         if b == 1 and self.dpass is None:  # the common case, kept short
-            L = self.dlen()
+            L = min(self.dlen(), cap)
             return L * self.draft_pass[1], [L], 1
-        lens = [self.dlen() for _ in range(b)]
+        lens = [min(self.dlen(), cap) for _ in range(b)]
         if self.dpass is None:
             passes = lens
         elif self.mean_tokens:
@@ -886,26 +897,49 @@ class _Sim:
         cfg, srv, env = self.cfg, self.srv, self.env
         k1 = cfg.k1
         while True:
-            drafts = []
+            drafts, used = [], 0  # used: tokens of the drafts so far (they come out of the request's budget)
             for j in range(k1 - 1):  # k1 - 1 drafts back to back on the drafter
-                d, lens, b = self._draft(j)
+                if used >= self.rem:  # the previous draft used up the request: nothing to look ahead
+                    break
+                d, lens, b = self._draft(j, self.rem - used)
                 drafts.append([env._now, env._now + d, lens, b, False])
+                used += lens[0]
                 yield env.timeout(d)
-            jobs = [self._target_job(j) for j in range(k1)]
-            yield srv.run(jobs)  # the target writes k1 steps in one batch
+            nd = len(drafts)
+            # the target writes one step per prefix with budget left (k1 steps without a request cap), one batch
+            caps = [self.rem - sum(dr[2][0] for dr in drafts[:j]) for j in range(nd + 1)]
+            jobs = [self._target_job(j, cap=c) for j, c in enumerate(caps) if c > 0]
+            yield srv.run(jobs)
             v0 = env._now
-            if k1 > 1 and self.vtime is not None:
-                yield env.timeout(self.vtime())  # one verifier call checks all pairs
-            verdicts = [self.verdicts() + (v0, env._now) for _ in range(k1 - 1)]
-            x = next((j for j, v in enumerate(verdicts) if v[0] < 0), k1 - 1)  # first rejection, or k1 - 1
-            self.decisive += min(x + 1, k1 - 1)
-            tokens = sum(drafts[j][2][verdicts[j][0]] for j in range(x)) + jobs[x].tokens
-            base = sum(jobs[j].tokens for j in range(x + 1))  # the target's own steps at the output positions
+            if cfg.verify_calls == "per_pair":
+                verdicts = [self.verdicts() for _ in range(nd)]
+                x = next((j for j, v in enumerate(verdicts) if v[0] < 0), nd)
+                calls = [self.vtime() if self.vtime is not None else 0.0 for _ in range(nd)]
+                ends = v0 + np.cumsum([0.0] + calls[:min(x + 1, nd)])  # pairs 0..x, one after another
+                verdicts = [v + (float(ends[j]), float(ends[j + 1])) if j <= x else v + (None, None)
+                            for j, v in enumerate(verdicts)]
+                if ends[-1] > v0:
+                    yield env.timeout(float(ends[-1] - v0))
+            else:
+                if nd and self.vtime is not None:
+                    yield env.timeout(self.vtime())  # one verifier call checks all pairs
+                verdicts = [self.verdicts() + (v0, env._now) for _ in range(nd)]
+            x = next((j for j, v in enumerate(verdicts) if v[0] < 0), nd)  # first rejection, or nd
+            self.decisive += min(x + 1, nd)
+            tokens = sum(drafts[j][2][verdicts[j][0]] for j in range(x))
+            steps = x
+            if x < len(jobs):  # the target's step at x (a rejection, or the bonus step after nd accepted drafts)
+                tokens += jobs[x].tokens
+                steps += 1
+            base = sum(jobs[j].tokens for j in range(min(x + 1, len(jobs))))  # target's own output-position steps
             for job in jobs[x + 1:]:
                 srv.add_waste(job)  # written from a prefix with a rejected draft
-            self._commit(x, tokens, x + 1)
+            self._commit(x, tokens, steps)
             if self.record:
-                self._record_positions(drafts, jobs, verdicts, x, k1)
+                self._record_positions(drafts, jobs, verdicts, x)
+            self.rem -= tokens
+            if self.rem <= 0:  # the request is done: the next one starts with its own budget
+                self.rem = self.rlen()
             self._end_cycle(base)
             if self.stopped:
                 return
@@ -1043,7 +1077,7 @@ class _Sim:
                     r.ngram_accepted = int(job.written - job.passes)
             else:
                 r.cancelled = True
-        if verdict is not None:
+        if verdict is not None and verdict[2] is not None:
             r.verify_start, r.verify_end, r.verifier = verdict[2], verdict[3], "simulated"
             r.decision = decision
         return r
@@ -1061,16 +1095,17 @@ class _Sim:
         for b in range(self.cfg.width):
             acc = j < x and b == first
             committed = "draft" if acc else ("target" if j == x and target_at_x and b == 0 else None)
-            dec = bool(verdict[1][b]) if verdict is not None else None
+            dec = bool(verdict[1][b]) if verdict is not None and verdict[2] is not None else None  # None: unverified
             rows.append(self._row(cycle, j, b, draft, job, verdict, acc, committed, dec))
         return rows
 
-    def _record_positions(self, drafts, jobs, verdicts, x, k1) -> None:
+    def _record_positions(self, drafts, jobs, verdicts, x) -> None:
         cycle = len(self.cycle_end)
-        for j in range(k1):
-            draft = drafts[j] if j < k1 - 1 else None
-            verdict = verdicts[j] if j < k1 - 1 else None
-            self.rows += self._position_rows(cycle, j, draft, jobs[j], verdict, x)
+        for j in range(max(len(drafts), len(jobs))):
+            draft = drafts[j] if j < len(drafts) else None
+            verdict = verdicts[j] if j < len(drafts) else None
+            job = jobs[j] if j < len(jobs) else None
+            self.rows += self._position_rows(cycle, j, draft, job, verdict, x)
 
     def _stage_rows(self) -> None:
         """Rows of the async stages, built after the run so that cancelled work has its end time."""
@@ -1185,7 +1220,8 @@ def simulate(cfg: SimConfig, trace: str | Path | None = None, chrome: str | Path
     """
     record = trace is not None or chrome is not None
     sim = _Sim(cfg, record=record)
-    if cfg.engine == "renewal" or (cfg.engine == "auto" and cfg.mode != "async" and not record):
+    if cfg.engine == "renewal" or (cfg.engine == "auto" and cfg.mode != "async" and not record
+                                   and cfg.request_tokens is None):
         from .renewal import run_renewal
 
         res = run_renewal(sim)

@@ -27,8 +27,9 @@ from typing import Sequence
 import numpy as np
 
 from . import theory
-from .calibrate import Calibration, Setting, Summary, calibrate, recorded_setting, target_setup
-from .latency import ConstantLatency, CurveLatency, Empirical, Latency
+from .calibrate import (Calibration, Setting, Summary, calibrate, per_forward_by_batch_k2, recorded_setting,
+                        target_setup)
+from .latency import ConstantLatency, CurveLatency, Empirical, GridLatency, Latency
 from .trace import Trace, read_trace
 
 TINY_C2 = 1e-9  # n-gram drafting cost: already inside the measured cost of a pass
@@ -44,6 +45,72 @@ def latency_curve(table: dict[int, Summary], axis: str) -> Latency:
         return ConstantLatency(ys[0])
     rising = ys[-1] >= ys[-2]
     return CurveLatency(tuple(xs), tuple(ys), axis=axis, extrapolate="linear" if rising else "clamp")
+
+
+def _token_ratios(traces: Sequence[Trace]) -> dict[int, list[tuple[float, int]]]:
+    """k2 -> [(T(b, k2) / T(b, 1), weight)] over setups and batches measured at both."""
+    by_setup: dict[str, list[Trace]] = {}
+    for t in traces:
+        by_setup.setdefault(target_setup(t.header), []).append(t)
+    ratios: dict[int, list[tuple[float, int]]] = {}
+    for ts in by_setup.values():
+        table = per_forward_by_batch_k2(ts)
+        for (b, k), sk in table.items():
+            s1 = table.get((b, 1))
+            if k > 1 and s1 is not None and s1.mean > 0:
+                ratios.setdefault(k, []).append((sk.mean / s1.mean, min(sk.n, s1.n)))
+    return ratios
+
+
+def token_factor(traces: Sequence[Trace], k2: int) -> float | None:
+    """r(k2) = T(pass, k2 positions per row) / T(pass, 1 position), from any setup that ran both.
+
+    Pooled over setups and batch sizes measured at both k2 and 1 (weighted by
+    the smaller sample), so a setup that never ran token speculation (the async
+    target on its share of the cores) borrows the factor of one that did.
+    Without an exact match, linear in k2 through r(1) = 1 and the measured points.
+    """
+    if k2 == 1:
+        return 1.0
+    # async steps live through passes of changing batch (continuous batching), so their per-pass times
+    # blur the batch axis: take the factor from ar/sync traces when they have it
+    steady = [t for t in traces if recorded_setting(t.header).mode != "async"]
+    ratios = _token_ratios(steady) or _token_ratios(traces)
+    if not ratios:
+        return None
+    r = {k: sum(x * w for x, w in v) / sum(w for _, w in v) for k, v in ratios.items()}
+    ks = [1] + sorted(r)
+    return max(float(np.interp(k2, ks, [1.0] + [r[k] for k in ks[1:]])) if k2 <= ks[-1] else
+               1.0 + (r[ks[-1]] - 1.0) * (k2 - 1) / (ks[-1] - 1), 1e-3)
+
+
+def target_latency(timing: Sequence[Trace], every: Sequence[Trace], k2: int) -> Latency:
+    """The target's pass latency ``T(batch, tokens)`` for a run with ``k2`` positions per row.
+
+    Rows measured at (batch, k2) on this setup are used as they are; a batch
+    measured at only one of (1, k2) gets the other from :func:`token_factor`.
+    Falls back to the positions curve (``batch * k2``) when no factor is known.
+    """
+    own = per_forward_by_batch_k2(timing)
+    factors = {k: token_factor(every, k) for k in {k for _, k in own} | {1, k2}}  # r(k), r(1) = 1
+    if factors[k2] is None:
+        return latency_curve(calibrate(timing).target_s_per_forward, "positions")
+    rows = []
+    for b in sorted({b for b, _ in own}):
+        have = {k: sm.mean for (bb, k), sm in own.items() if bb == b and sm.n and sm.mean > 0}
+        # T(b, 1): measured, else from a measured T(b, k) / r(k)
+        t1m = have.get(1) or next((have[k] / factors[k] for k in sorted(have) if factors[k]), None)
+        if t1m is None:
+            continue
+        tkm = have.get(k2) or t1m * factors[k2]  # T(b, k2) = T(b, 1) r(k2) unless measured
+        rows.append((b, t1m, max(tkm, t1m)))
+    if not rows:
+        raise ValueError("no timed target passes in these traces: cannot calibrate a latency")
+    rising = len(rows) > 1 and rows[-1][1] >= rows[-2][1]
+    tokens = (1.0, float(k2)) if k2 > 1 else (1.0,)
+    return GridLatency(tuple(b for b, *_ in rows), tokens,
+                       tuple((t1m, tkm)[:len(tokens)] for _, t1m, tkm in rows),
+                       extrapolate="linear" if rising else "clamp")
 
 
 def _group(traces: Sequence[Trace], mode: str) -> list[Trace]:
@@ -83,9 +150,36 @@ class Prediction:
         return asdict(self)
 
 
+def verify_calls(traces: Sequence[Trace]) -> str:
+    """How the recorded sync decoder called its verifier: 'one' call per cycle or one 'per_pair'.
+
+    Read off the sync traces (pairs of a cycle share one verify span, or follow
+    one another); without any, lrref's sync decoder is 'per_pair'.
+    """
+    shared = sequential = 0
+    for t in traces:
+        if recorded_setting(t.header).mode != "sync":
+            continue
+        spans: dict[tuple[int, int], set] = {}
+        for s in t.steps:
+            if s.verify_start is not None:
+                spans.setdefault((s.request, s.cycle), set()).add(round(s.verify_start, 9))
+        for starts in spans.values():
+            shared += len(starts) == 1
+            sequential += len(starts) > 1
+    if shared or sequential:
+        return "per_pair" if sequential > shared else "one"
+    return "per_pair" if any(t.header.source == "lrref" for t in traces) else "one"
+
+
 def sim_config(behaviour: Calibration, timing: Calibration, setting: Setting, steps: int, seed: int,
-               correlation: float = 0.0):
-    """The :class:`lrsim.des.SimConfig` of ``setting`` on the calibrated workload."""
+               correlation: float = 0.0, target: Latency | None = None, calls: str = "one"):
+    """The :class:`lrsim.des.SimConfig` of ``setting`` on the calibrated workload.
+
+    ``target``: the pass latency (default: ``timing``'s positions curve).  With
+    ``k2 > 1`` the drafter speculates tokens too (lrref's default ``draft_ngram``).
+    ``calls``: the sync verifier's :func:`verify_calls`.
+    """
     from .des import SimConfig
 
     if behaviour.alpha1 is None and setting.mode != "ar" and setting.k1 > 1:
@@ -99,11 +193,15 @@ def sim_config(behaviour: Calibration, timing: Calibration, setting: Setting, st
     draft_lat = latency_curve(timing.draft_s_per_token, "batch") if timing.draft_s_per_token else None
     ver = Empirical(tuple(timing.verify_s.samples)) if timing.verify_s and timing.verify_s.n else None
     alpha1 = behaviour.alpha1.p if behaviour.alpha1 is not None else 0.5
+    # finite requests: a sync cycle near a request's end drafts and writes shortened steps (lrref's max_tokens)
+    rq = behaviour.request_tokens
+    requests = Empirical(tuple(rq.samples)) if setting.mode == "sync" and setting.width == 1 and rq and rq.n else None
     return SimConfig(
         mode=setting.mode, k1=setting.k1, k2=setting.k2, width=setting.width, correlation=correlation,
         alpha1=alpha1, c1=timing.c1 or 0.5, alpha2=behaviour.alpha2 if behaviour.alpha2 is not None else 0.5,
-        c2=TINY_C2, target_latency=latency_curve(timing.target_s_per_forward, "positions"),
-        draft_latency=draft_lat, draft_sd=False, verifier_latency=ver, step_tokens=lengths,
+        c2=TINY_C2, target_latency=target or latency_curve(timing.target_s_per_forward, "positions"),
+        draft_latency=draft_lat, draft_sd=setting.k2 > 1, verifier_latency=ver, verify_calls=calls,
+        step_tokens=lengths, request_tokens=requests,
         draft_tokens=draft_len, steps=steps, seed=seed,
     )
 
@@ -113,10 +211,12 @@ def _point(traces: Sequence[Trace], setting: Setting, steps: int, seed: int, cor
     from .des import simulate
 
     behaviour = calibrate(traces)
-    timing = calibrate(_group(traces, setting.mode))
-    base_timing = calibrate(_group(traces, "ar"))
-    run = simulate(sim_config(behaviour, timing, setting, steps, seed, correlation))
-    base = simulate(sim_config(behaviour, base_timing, Setting("ar", 1, 1), steps, seed))
+    group, base_group = _group(traces, setting.mode), _group(traces, "ar")
+    timing, base_timing = calibrate(group), calibrate(base_group)
+    run = simulate(sim_config(behaviour, timing, setting, steps, seed, correlation,
+                              target_latency(group, traces, setting.k2), verify_calls(traces)))
+    base = simulate(sim_config(behaviour, base_timing, Setting("ar", 1, 1), steps, seed,
+                               target=target_latency(base_group, traces, 1)))
     spt, base_spt = run.sim_time / run.output_tokens, base.sim_time / base.output_tokens
     return base_spt / spt, spt, base_spt, behaviour, timing, run.peak_positions
 

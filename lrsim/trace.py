@@ -36,11 +36,13 @@ Step record semantics:
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
 import time
 import uuid
+import zlib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
@@ -231,10 +233,23 @@ def _check_step(rec: StepRecord) -> str | None:
     return None
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for i, line in enumerate(fh, 1):
-            yield i, line
+def iter_lines(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a trace; ``*.gz`` files are read through gzip.
+
+    Corrupt or truncated compressed data ends the file: with a list given, a
+    warning naming the file and line is appended to it (else TraceError).
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    i = 0
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        try:
+            for i, line in enumerate(fh, 1):
+                yield i, line
+        except (EOFError, OSError, zlib.error) as e:
+            msg = f"{path}:{i + 1}: corrupt compressed data, rest of the file skipped ({e})"
+            if warnings is None:
+                raise TraceError(msg) from None
+            warnings.append(msg)
 
 
 def read_trace(path: str | os.PathLike) -> Trace:
@@ -253,7 +268,7 @@ def read_trace(path: str | os.PathLike) -> Trace:
     steps: list[StepRecord] = []
     requests: list[RequestRecord] = []
     warnings: list[str] = []
-    for n, line in iter_lines(p):
+    for n, line in iter_lines(p, warnings):
         if not line.strip():
             continue
         try:
@@ -290,7 +305,7 @@ def read_trace(path: str | os.PathLike) -> Trace:
         else:
             warnings.append(f"{p}:{n}: skipped record of unknown type {kind!r}")
     if header is None:
-        raise TraceError(f"{p}: empty trace (no header)")
+        raise TraceError(warnings[-1] if warnings else f"{p}: empty trace (no header)")
     return Trace(str(p), header, steps, requests, warnings)
 
 
@@ -334,3 +349,18 @@ def to_chrome_trace(trace: Trace) -> dict:
                          "cancelled": s.cancelled, "tokens": getattr(s, f"{lane}_tokens", None)},
             })
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _clean(trace.header)}
+
+
+def default_traces() -> list[Path]:
+    """The embedded default: real lrref traces shipped inside the package (``lrsim/data/default/``).
+
+    One benchmark run of the reference decoder on the default CPU pair (see
+    ``lrsim/data/default/README.md`` for the command and machine); what
+    ``lrsim calibrate``, ``lrsim replay`` and ``lrsim plan --trace`` read when
+    given no trace.
+    """
+    folder = Path(__file__).resolve().parent / "data" / "default"
+    paths = sorted(folder.glob("*.jsonl.gz"))
+    if not paths:
+        raise TraceError(f"{folder}: the embedded default traces are missing from this installation")
+    return paths

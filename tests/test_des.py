@@ -50,6 +50,32 @@ def test_sync_verifier_cost_adds_to_the_cycle(engine):
 
 
 @ENGINES
+def test_sync_per_pair_verifier_calls_stop_at_the_first_rejection(engine):
+    # lrref's sync decoder checks the pairs one after another: all accepted -> 2 calls, all rejected -> 1
+    kw = dict(mode="sync", c1=0.2, k1=3, verifier_cost=0.1, verify_calls="per_pair", engine=engine)
+    assert run(alpha1=1.0, steps=6, **kw).sim_time == pytest.approx(2 * 1.6, abs=1e-12)  # 0.4 + 1 + 2 x 0.1
+    assert run(alpha1=0.0, steps=2, **kw).sim_time == pytest.approx(2 * 1.5, abs=1e-12)  # 0.4 + 1 + 0.1
+
+
+def test_sync_request_cap_cuts_drafts_and_target_steps():
+    # 10-token steps, T = 1 per step (0.1 per pass), drafts 0.02 per token; requests of 25 tokens:
+    # drafts 10 + 10, target steps cut to 10, 10, 5 (one batch of 10 passes) -> 25 tokens in 1.4
+    kw = dict(mode="sync", alpha1=1.0, c1=0.2, k1=3, step_tokens=Constant(10))
+    r = run(request_tokens=Constant(25), steps=6, **kw)
+    assert (r.sim_time, r.output_tokens, r.cycles) == (pytest.approx(2.8, abs=1e-12), 50, 2)
+    # requests of 15: the second draft is cut to 5 and uses the budget up, so no target step follows it
+    r = run(request_tokens=Constant(15), steps=4, **kw)
+    assert r.sim_time == pytest.approx(2 * (0.2 + 0.1 + 1.0), abs=1e-12) and r.output_tokens == 30
+    uncapped = run(steps=6, **kw)
+    assert uncapped.output_tokens == 60 and uncapped.sim_time == pytest.approx(2.8, abs=1e-12)
+
+
+def test_request_cap_is_refused_where_it_is_not_modelled():
+    with pytest.raises(ValueError, match="request_tokens"):
+        SimConfig(mode="async", request_tokens=Constant(100))
+
+
+@ENGINES
 def test_sync_batch_dependent_latency(engine):
     # T(1) = 1, T(2) = 1.5 per pass: draft 0.2, then a batch of 2 costs 1.5
     lat = CurveLatency((1, 2), (1.0, 1.5), axis="batch")
@@ -233,12 +259,14 @@ def test_general_server_equals_fixed_rate_server(mode, join, k1, k2, v):
     ("sync", 3, 3, 3, False, "mean", Constant(8), None),
     ("sync", 3, 1, 2, True, "sampled", LogNormal(20, 0.6), None),
     ("sync", 1, 3, 1, False, "sampled", Constant(8), None),
+    ("sync-per-pair", 4, 2, 1, False, "sampled", LogNormal(20, 0.6), None),
     ("ar", 1, 1, 1, False, "sampled", LogNormal(20, 0.6), None),
     ("ar", 1, 4, 1, False, "sampled", Constant(8), CurveLatency((1, 4, 16), (0.05, 0.06, 0.1))),
     ("ar", 1, 4, 1, False, "mean", LogNormal(20, 0.6), None),
 ])
 def test_renewal_engine_reproduces_the_event_engine(mode, k1, k2, width, tree, tokens, model, latency):
-    kw = dict(mode=mode, k1=k1, k2=k2, width=width, tree=tree, token_model=tokens, step_tokens=model,
+    calls = "per_pair" if mode.endswith("-per-pair") else "one"
+    kw = dict(mode=mode.removesuffix("-per-pair"), verify_calls=calls, k1=k1, k2=k2, width=width, tree=tree, token_model=tokens, step_tokens=model,
               target_latency=latency, join="immediate" if tokens == "mean" else "iteration", alpha1=0.6,
               correlation=0.3, verifier_latency=Uniform(0.0, 0.1), steps=3000, seed=7,
               draft_latency=CurveLatency((1, 64), (0.01, 0.02), axis="batch") if width > 1 else None)

@@ -114,6 +114,19 @@ def test_lr_modes_exercise_accept_and_reject(tiny, tmp_path):
     assert True in decided and False in decided, decided
 
 
+@pytest.mark.parametrize("p_accept", [0.0, 0.5])
+def test_sync_trace_accounts_for_every_target_step(tiny, tmp_path, p_accept):
+    """Target steps thrown away after a rejection still ran in the cycle's batch: their rows carry the
+    target timing, so the forward passes in the trace add up to the passes the decoder ran."""
+    from lrref.verifiers import RandomVerifier
+
+    res, tr = decode_all(tiny, "lr-sync", tmp_path, verifier=RandomVerifier(p_accept, seed=1), max_tokens=80)
+    rows = {(s.request, s.cycle, s.position): s.target_forwards for s in tr.steps if s.target_start is not None}
+    assert sum(rows.values()) == sum(r.target_forwards for r in res)
+    wasted = [s for s in tr.steps if s.target_start is not None and s.committed is None and not s.accepted]
+    assert wasted  # with rejections, some target work was discarded and is visible
+
+
 def test_async_trace_has_overlap_and_batches(tiny, tmp_path):
     res, tr = decode_all(tiny, "lr-async", tmp_path, max_tokens=80)
     drafts = [s for s in tr.steps if s.draft_start is not None and not s.cancelled]

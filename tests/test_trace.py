@@ -99,3 +99,40 @@ def test_schema_doc_matches_committed_docs():
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "trace-schema.md"
     assert doc.read_text() == tr.schema_doc() + "\n", "regenerate: python -c 'from lrsim.trace import schema_doc; print(schema_doc())' > docs/trace-schema.md"
+
+
+def test_gzip_traces_read_like_plain_ones(tmp_path):
+    import gzip
+
+    p = tmp_path / "t.jsonl"
+    h, steps, reqs = sample(p)
+    gz = tmp_path / "t.jsonl.gz"
+    gz.write_bytes(gzip.compress(p.read_bytes()))
+    t = tr.read_trace(gz)
+    assert t.header == h and t.steps == steps and t.requests == reqs and t.warnings == []
+
+
+def test_truncated_gzip_keeps_what_was_readable(tmp_path):
+    import gzip
+
+    p = tmp_path / "t.jsonl"
+    sample(p)
+    data = gzip.compress(p.read_bytes() * 1)
+    gz = tmp_path / "cut.jsonl.gz"
+    gz.write_bytes(data[: len(data) - 12])  # drop the gzip trailer (CRC, size) and a few data bytes
+    t = tr.read_trace(gz)
+    assert any("corrupt compressed data" in w and str(gz) in w for w in t.warnings)
+    not_gzip = tmp_path / "plain.jsonl.gz"
+    not_gzip.write_bytes(p.read_bytes())
+    with pytest.raises(tr.TraceError, match="corrupt compressed data") as e:
+        tr.read_trace(not_gzip)
+    assert "\n" not in str(e.value)
+
+
+def test_embedded_default_traces_are_real_lrref_runs():
+    paths = tr.default_traces()
+    traces = [tr.read_trace(p) for p in paths]
+    assert len(traces) >= 2 and all(t.warnings == [] for t in traces)
+    assert {t.header.source for t in traces} == {"lrref"}
+    assert {"ar", "lr-sync"} <= {t.header.mode for t in traces}
+    assert all(t.requests and t.steps for t in traces)
