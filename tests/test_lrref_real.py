@@ -132,9 +132,10 @@ def test_async_trace_has_overlap_and_batches(tiny, tmp_path):
     drafts = [s for s in tr.steps if s.draft_start is not None and not s.cancelled]
     targets = [s for s in tr.steps if s.target_start is not None]
     assert drafts and targets
-    # some target step ran while a draft was being written (the processes overlap)
+    # the target's step j and the draft's step j (both from the prefix with drafts < j) are written at the same
+    # time: at the start of every stage both begin at once, so at least those overlap whatever the speeds
     assert any(t.target_start < d.draft_end and d.draft_start < t.target_end for d in drafts for t in targets
-               if (d.request, d.cycle) == (t.request, t.cycle) and d.position > t.position)
+               if (d.request, d.cycle) == (t.request, t.cycle) and d.position >= t.position)
     assert all(r.draft_overlapped and r.draft_s > 0 for r in res)
 
 
