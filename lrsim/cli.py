@@ -305,26 +305,19 @@ def cmd_report(a: argparse.Namespace) -> str:
 
 def _embedded_summary(budget: int) -> dict:
     """Calibration of the embedded default traces and the closed-form plan they imply, priced by the simulator."""
-    from .calibrate import Setting, calibrate
-    from .planner import plan
-    from .replay import TINY_C2, _group, _point
+    from .calibrate import calibrate
+    from .replay import closed_form_plan
 
     traces = _read_traces([])
     c = calibrate(traces)
-    best = None
-    for mode in ("sync", "async"):
-        timing = calibrate(_group(traces, mode))
-        q = plan(c.alpha1.p, timing.c1, c.alpha2, TINY_C2, budget, mode)
-        if best is None or q.speedup > best[1].speedup:
-            best = (mode, q)
-    mode, q = best
-    simulated = _point(traces, Setting(mode, q.k1, q.k2), 4000, 0, 0.0)[0]
+    _, choice = closed_form_plan(traces, budget, memo={"behaviour": c})
     h = traces[0].header
     return {"source": f"lrref {h.backend or ''} on {h.hardware.get('cpus', '?')} CPUs, "
                       f"modes {', '.join(sorted({t.header.config.get('mode', t.header.mode) for t in traces}))}",
             "alpha1": c.alpha1.p, "alpha1_ci95": [c.alpha1.lo, c.alpha1.hi], "alpha2": c.alpha2, "c1": c.c1,
             "verify_ms": 1000 * c.verify_s.mean,
-            "closed_form": {"mode": mode, "k1": q.k1, "k2": q.k2, "speedup": q.speedup, "simulated": simulated}}
+            "closed_form": {"mode": choice["mode"], "k1": choice["k1"], "k2": choice["k2"],
+                            "speedup": choice["closed_form_speedup"], "simulated": choice["simulated_speedup"]}}
 
 
 def _sim_settings(a: argparse.Namespace) -> dict:

@@ -911,9 +911,9 @@ class _Sim:
             jobs = [self._target_job(j, cap=c) for j, c in enumerate(caps) if c > 0]
             yield srv.run(jobs)
             v0 = env._now
+            verdicts = [self.verdicts() for _ in range(nd)]  # (verdicts and verifier times: separate streams)
+            x = next((j for j, v in enumerate(verdicts) if v[0] < 0), nd)  # first rejection, or nd
             if cfg.verify_calls == "per_pair":
-                verdicts = [self.verdicts() for _ in range(nd)]
-                x = next((j for j, v in enumerate(verdicts) if v[0] < 0), nd)
                 calls = [self.vtime() if self.vtime is not None else 0.0 for _ in range(nd)]
                 ends = v0 + np.cumsum([0.0] + calls[:min(x + 1, nd)])  # pairs 0..x, one after another
                 verdicts = [v + (float(ends[j]), float(ends[j + 1])) if j <= x else v + (None, None)
@@ -923,8 +923,7 @@ class _Sim:
             else:
                 if nd and self.vtime is not None:
                     yield env.timeout(self.vtime())  # one verifier call checks all pairs
-                verdicts = [self.verdicts() + (v0, env._now) for _ in range(nd)]
-            x = next((j for j, v in enumerate(verdicts) if v[0] < 0), nd)  # first rejection, or nd
+                verdicts = [v + (v0, env._now) for v in verdicts]
             self.decisive += min(x + 1, nd)
             tokens = sum(drafts[j][2][verdicts[j][0]] for j in range(x))
             steps = x

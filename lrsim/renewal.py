@@ -76,19 +76,18 @@ def _sync_block(sim: _Sim, n: int, costs: dict[int, float]) -> dict[str, np.ndar
     lt = sim.tlen.take(n * k1).reshape(n, k1)
     tp = _passes(sim, lt, sim.tpass, sampled)
     target_time, finish_sorted = _shrinking_batch(tp, costs)
-    per_pair = cfg.verify_calls == "per_pair"
-    if per_pair:
-        verify = np.zeros(n)
-    else:
-        verify = sim.vtime.take(n) if (k1 > 1 and sim.vtime is not None) else np.zeros(n)
     first = sim.verdicts.take(n * (k1 - 1)).reshape(n, k1 - 1)
     rejected = first < 0
     x = np.full(n, k1 - 1)
     if k1 > 1:
         x = np.where(rejected.any(axis=1), rejected.argmax(axis=1), k1 - 1)  # first rejection, or k1 - 1
-    if per_pair and k1 > 1 and sim.vtime is not None:
+    if k1 == 1 or sim.vtime is None:
+        verify = np.zeros(n)
+    elif cfg.verify_calls == "per_pair":
         calls = sim.vtime.take(n * (k1 - 1)).reshape(n, k1 - 1)  # one call per pair, in order ...
         verify = (calls * (np.arange(k1 - 1)[None, :] <= x[:, None])).sum(axis=1)  # ... up to the first rejection
+    else:
+        verify = sim.vtime.take(n)  # one call checks all pairs
     pos = np.arange(k1)
     kept = pos[None, :] <= x[:, None]  # output positions: drafts before x, the target's step at x
     tokens = lt[np.arange(n), x].astype(float)

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 
 from . import theory
-from .calibrate import (Calibration, Setting, Summary, calibrate, per_forward_by_batch_k2, recorded_setting,
-                        target_setup)
+from .calibrate import (Calibration, Setting, Summary, calibrate, per_forward_by_batch_k2, per_forward_by_positions,
+                        recorded_setting, target_setup)
 from .latency import ConstantLatency, CurveLatency, Empirical, GridLatency, Latency
 from .trace import Trace, read_trace
 
@@ -47,8 +48,9 @@ def latency_curve(table: dict[int, Summary], axis: str) -> Latency:
     return CurveLatency(tuple(xs), tuple(ys), axis=axis, extrapolate="linear" if rising else "clamp")
 
 
-def _token_ratios(traces: Sequence[Trace]) -> dict[int, list[tuple[float, int]]]:
-    """k2 -> [(T(b, k2) / T(b, 1), weight)] over setups and batches measured at both."""
+def _token_ratios(traces: Sequence[Trace]) -> dict[int, float]:
+    """k2 -> r(k2) = T(b, k2) / T(b, 1), pooled over setups and batches measured at both (weighted by the
+    smaller sample)."""
     by_setup: dict[str, list[Trace]] = {}
     for t in traces:
         by_setup.setdefault(target_setup(t.header), []).append(t)
@@ -59,7 +61,26 @@ def _token_ratios(traces: Sequence[Trace]) -> dict[int, list[tuple[float, int]]]
             s1 = table.get((b, 1))
             if k > 1 and s1 is not None and s1.mean > 0:
                 ratios.setdefault(k, []).append((sk.mean / s1.mean, min(sk.n, s1.n)))
-    return ratios
+    return {k: sum(x * w for x, w in v) / sum(w for _, w in v) for k, v in ratios.items()}
+
+
+def _measured_token_ratios(traces: Sequence[Trace]) -> dict[int, float]:
+    # async steps live through passes of changing batch (continuous batching), so their per-pass times
+    # blur the batch axis: take the ratios from ar/sync traces when they have them
+    steady = [t for t in traces if recorded_setting(t.header).mode != "async"]
+    return _token_ratios(steady) or _token_ratios(traces)
+
+
+def _factor(r: dict[int, float], k2: int) -> float | None:
+    """r(k2) from the measured ratios ``r``: linear through r(1) = 1 and the measured points, continued
+    past the largest measured k2 along the line from r(1)."""
+    if k2 == 1:
+        return 1.0
+    if not r:
+        return None
+    ks = [1] + sorted(r)
+    return max(float(np.interp(k2, ks, [1.0] + [r[k] for k in ks[1:]])) if k2 <= ks[-1] else
+               1.0 + (r[ks[-1]] - 1.0) * (k2 - 1) / (ks[-1] - 1), 1e-3)
 
 
 def token_factor(traces: Sequence[Trace], k2: int) -> float | None:
@@ -70,18 +91,7 @@ def token_factor(traces: Sequence[Trace], k2: int) -> float | None:
     target on its share of the cores) borrows the factor of one that did.
     Without an exact match, linear in k2 through r(1) = 1 and the measured points.
     """
-    if k2 == 1:
-        return 1.0
-    # async steps live through passes of changing batch (continuous batching), so their per-pass times
-    # blur the batch axis: take the factor from ar/sync traces when they have it
-    steady = [t for t in traces if recorded_setting(t.header).mode != "async"]
-    ratios = _token_ratios(steady) or _token_ratios(traces)
-    if not ratios:
-        return None
-    r = {k: sum(x * w for x, w in v) / sum(w for _, w in v) for k, v in ratios.items()}
-    ks = [1] + sorted(r)
-    return max(float(np.interp(k2, ks, [1.0] + [r[k] for k in ks[1:]])) if k2 <= ks[-1] else
-               1.0 + (r[ks[-1]] - 1.0) * (k2 - 1) / (ks[-1] - 1), 1e-3)
+    return 1.0 if k2 == 1 else _factor(_measured_token_ratios(traces), k2)
 
 
 def target_latency(timing: Sequence[Trace], every: Sequence[Trace], k2: int) -> Latency:
@@ -92,9 +102,10 @@ def target_latency(timing: Sequence[Trace], every: Sequence[Trace], k2: int) -> 
     Falls back to the positions curve (``batch * k2``) when no factor is known.
     """
     own = per_forward_by_batch_k2(timing)
-    factors = {k: token_factor(every, k) for k in {k for _, k in own} | {1, k2}}  # r(k), r(1) = 1
+    r = _measured_token_ratios(every)
+    factors = {k: _factor(r, k) for k in {k for _, k in own} | {1, k2}}  # r(k), r(1) = 1
     if factors[k2] is None:
-        return latency_curve(calibrate(timing).target_s_per_forward, "positions")
+        return latency_curve(per_forward_by_positions(timing), "positions")
     rows = []
     for b in sorted({b for b, _ in own}):
         have = {k: sm.mean for (bb, k), sm in own.items() if bb == b and sm.n and sm.mean > 0}
@@ -206,17 +217,33 @@ def sim_config(behaviour: Calibration, timing: Calibration, setting: Setting, st
     )
 
 
-def _point(traces: Sequence[Trace], setting: Setting, steps: int, seed: int, correlation: float) -> tuple:
-    """(speedup, seconds per token, baseline seconds per token, behaviour, timing, peak positions)."""
+def _once(memo: dict, key, make):
+    """``memo[key]``, computed by ``make()`` the first time."""
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+def _point(traces: Sequence[Trace], setting: Setting, steps: int, seed: int, correlation: float,
+           memo: dict | None = None) -> tuple:
+    """(speedup, seconds per token, baseline seconds per token, behaviour, timing, peak positions).
+
+    ``memo``: a dict kept across calls on the *same* traces (the candidates of a
+    plan) so that their calibrations and the baseline run are computed once.
+    """
     from .des import simulate
 
-    behaviour = calibrate(traces)
+    memo = {} if memo is None else memo
+    once = partial(_once, memo)
+    behaviour = once("behaviour", lambda: calibrate(traces))
     group, base_group = _group(traces, setting.mode), _group(traces, "ar")
-    timing, base_timing = calibrate(group), calibrate(base_group)
-    run = simulate(sim_config(behaviour, timing, setting, steps, seed, correlation,
-                              target_latency(group, traces, setting.k2), verify_calls(traces)))
-    base = simulate(sim_config(behaviour, base_timing, Setting("ar", 1, 1), steps, seed,
-                               target=target_latency(base_group, traces, 1)))
+    timing = once(("timing", setting.mode), lambda: calibrate(group))
+    target = once(("latency", setting.mode, setting.k2), lambda: target_latency(group, traces, setting.k2))
+    run = simulate(sim_config(behaviour, timing, setting, steps, seed, correlation, target,
+                              once("calls", lambda: verify_calls(traces))))
+    base = once(("baseline", steps, seed), lambda: simulate(sim_config(
+        behaviour, once(("timing", "ar"), lambda: calibrate(base_group)), Setting("ar", 1, 1), steps, seed,
+        target=once(("latency", "ar", 1), lambda: target_latency(base_group, traces, 1)))))
     spt, base_spt = run.sim_time / run.output_tokens, base.sim_time / base.output_tokens
     return base_spt / spt, spt, base_spt, behaviour, timing, run.peak_positions
 
@@ -326,8 +353,6 @@ def plan_from_traces(traces: Sequence[Trace], budget: int, k2_max: int = 8, step
     """
     from tqdm.auto import tqdm
 
-    from .planner import plan
-
     behaviour = calibrate(traces)
     notes = []
     k2_options = list(range(1, k2_max + 1)) if behaviour.alpha2 is not None else [1]
@@ -335,9 +360,9 @@ def plan_from_traces(traces: Sequence[Trace], budget: int, k2_max: int = 8, step
         notes.append("no trace ran token speculation: k2 = 1 only")
     if behaviour.alpha1 is None:
         raise ValueError("these traces hold no verified drafts: cannot plan LR")
-    ranked = []
+    ranked, memo = [], {"behaviour": behaviour}
     for s in tqdm(candidates(budget, k2_options), desc="candidates", disable=not progress, leave=False):
-        sp, *_, peak = _point(traces, s, steps, seed, 0.0)
+        sp, *_, peak = _point(traces, s, steps, seed, 0.0, memo)
         if peak <= budget:  # positions the run really held at once
             ranked.append({"mode": s.mode, "k1": s.k1, "k2": s.k2, "width": s.width, "positions": peak,
                            "speedup": sp})
@@ -345,18 +370,37 @@ def plan_from_traces(traces: Sequence[Trace], budget: int, k2_max: int = 8, step
     top = ranked[0]
     best = predict(traces, Setting(top["mode"], top["k1"], top["k2"], top["width"]), steps=steps * 4, seed=seed,
                    bootstrap=bootstrap, progress=progress)
+    cf, csim = closed_form_plan(traces, budget, steps, seed, memo)
+    return TracePlan(budget, best, ranked, cf, csim, notes)
+
+
+def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, seed: int = 0,
+                     memo: dict | None = None) -> tuple[dict, dict]:
+    """The paper's plan (:func:`lrsim.planner.plan`) on the calibrated alpha1, c1, alpha2, and its choice priced.
+
+    Returns ``({mode: {k1, k2, speedup}} for sync and async, {mode, k1, k2,
+    simulated_speedup, closed_form_speedup})``: the closed forms' best
+    configuration and the speedup the simulator gives it on the recorded workload.  ``memo``: as for
+    :func:`_point` (calibrations of these traces already made).
+    """
+    from .planner import plan
+
+    memo = {} if memo is None else memo
+    behaviour = _once(memo, "behaviour", lambda: calibrate(traces))
+    if behaviour.alpha1 is None:
+        raise ValueError("these traces hold no verified drafts: cannot plan LR")
     a2 = behaviour.alpha2 if behaviour.alpha2 is not None else 0.5
     cf = {}
     for mode in ("sync", "async"):
-        timing = calibrate(_group(traces, mode))
+        timing = _once(memo, ("timing", mode), lambda m=mode: calibrate(_group(traces, m)))
         p = plan(min(max(behaviour.alpha1.p, 1e-6), 1 - 1e-6), timing.c1 or 0.5, min(max(a2, 1e-6), 1 - 1e-6),
                  TINY_C2, budget, mode)
         cf[mode] = {"k1": p.k1, "k2": p.k2 if behaviour.alpha2 is not None else 1, "speedup": p.speedup}
     cmode = max(cf, key=lambda m: cf[m]["speedup"])
     cset = Setting(cmode, cf[cmode]["k1"], cf[cmode]["k2"])
-    csim = {"mode": cmode, "k1": cset.k1, "k2": cset.k2, "simulated_speedup": _point(traces, cset, steps, seed, 0.0)[0],
+    csim = {"mode": cmode, "k1": cset.k1, "k2": cset.k2, "simulated_speedup": _point(traces, cset, steps, seed, 0.0, memo)[0],
             "closed_form_speedup": cf[cmode]["speedup"]}
-    return TracePlan(budget, best, ranked, cf, csim, notes)
+    return cf, csim
 
 
 def format_trace_plan(tp: TracePlan, top: int = 10) -> str:
