@@ -8,23 +8,22 @@ inside the step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Callable, Protocol, Sequence
+
+from lrsim.fields import option
 
 from .ngram import NgramConfig
 
-
-def _f(help: str, default=None):
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class Sampling:
     """How the next token is chosen (temperature 0 = greedy)."""
 
-    temperature: float = _f("0 = greedy; > 0 samples from softmax(logits / temperature)", 0.0)
-    top_p: float = _f("nucleus sampling mass (1 = off)", 1.0)
-    top_k: int = _f("keep the k most likely tokens (0 = off)", 0)
+    temperature: float = option("0 = greedy; > 0 samples from softmax(logits / temperature)", 0.0)
+    top_p: float = option("nucleus sampling mass (1 = off)", 1.0)
+    top_k: int = option("keep the k most likely tokens (0 = off)", 0)
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or not (0 < self.top_p <= 1) or self.top_k < 0:
@@ -91,6 +90,3 @@ def config_dict(obj) -> dict:
         out[f.name] = config_dict(v) if hasattr(v, "__dataclass_fields__") else v
     return out
 
-
-def config_help(cls) -> dict:
-    return {f.name: f.metadata.get("help", "") for f in fields(cls)}

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from lrsim.fields import help_texts, option
 from lrsim.trace import Header, RequestRecord, StepRecord, TraceWriter
 
 from .backend import Sampling, StepOut, StepRequest, config_dict
@@ -26,9 +27,6 @@ DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \
 BASE_MODES = ("ar", "sd", "lr-sync", "lr-async")
 MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
 
-
-def _f(help: str, default=None):
-    return field(default=default, metadata={"help": help})
 
 
 def parse_mode(mode: str) -> tuple[str, bool]:
@@ -49,25 +47,25 @@ def parse_mode(mode: str) -> tuple[str, bool]:
 class DecodeConfig:
     """How to decode (serialised, with this help, into every trace header)."""
 
-    mode: str = _f(MODE_HELP, "lr-sync")
-    gamma: int = _f("lookahead depth: draft steps per cycle (sync) / steps ahead (async)", 4)
-    width: int = _f("W: distinct draft candidates per position (sync only; needs draft temperature > 0)", 1)
-    ngram: int = _f("n-gram (prompt lookup) tokens proposed per target pass; 0 = off ('+sd' modes default 4)", 0)
-    ngram_max: int = _f("longest n-gram matched (prompt_lookup_max)", 2)
-    ngram_min: int = _f("shortest n-gram matched (prompt_lookup_min)", 1)
-    draft_ngram: bool = _f("the draft also uses n-gram speculation inside its steps when n-gram is on", True)
-    max_step_tokens: int = _f("step token cap", 96)
-    max_tokens: int = _f("total generated-token cap per request", 512)
-    temperature: float = _f("target sampling temperature (0 = greedy)", 0.0)
-    top_p: float = _f("nucleus mass", 1.0)
-    top_k: int = _f("top-k (0 = off)", 0)
-    draft_temperature: float | None = _f("draft temperature (default: same as the target)", None)
-    seed: int = _f("seed of every sampler (per request/cycle/position/branch)", 0)
-    system: str = _f("system prompt of the chat template", DEFAULT_SYSTEM)
-    threads: int = _f("torch threads of the main process in ar/sd/lr-sync", 2)
-    draft_threads: int = _f("torch threads of the draft process in lr-async", 1)
-    target_threads: int = _f("torch threads of the target in lr-async (sync modes use the process setting)", 1)
-    log_text: bool = _f("write step and answer texts into the trace", False)
+    mode: str = option(MODE_HELP, "lr-sync")
+    gamma: int = option("lookahead depth: draft steps per cycle (sync) / steps ahead (async)", 4)
+    width: int = option("W: distinct draft candidates per position (sync only; needs draft temperature > 0)", 1)
+    ngram: int = option("n-gram (prompt lookup) tokens proposed per target pass; 0 = off ('+sd' modes default 4)", 0)
+    ngram_max: int = option("longest n-gram matched (prompt_lookup_max)", 2)
+    ngram_min: int = option("shortest n-gram matched (prompt_lookup_min)", 1)
+    draft_ngram: bool = option("the draft also uses n-gram speculation inside its steps when n-gram is on", True)
+    max_step_tokens: int = option("step token cap", 96)
+    max_tokens: int = option("total generated-token cap per request", 512)
+    temperature: float = option("target sampling temperature (0 = greedy)", 0.0)
+    top_p: float = option("nucleus mass", 1.0)
+    top_k: int = option("top-k (0 = off)", 0)
+    draft_temperature: float | None = option("draft temperature (default: same as the target)", None)
+    seed: int = option("seed of every sampler (per request/cycle/position/branch)", 0)
+    system: str = option("system prompt of the chat template", DEFAULT_SYSTEM)
+    threads: int = option("torch threads of the main process in ar/sd/lr-sync", 2)
+    draft_threads: int = option("torch threads of the draft process in lr-async", 1)
+    target_threads: int = option("torch threads of the target in lr-async (sync modes use the process setting)", 1)
+    log_text: bool = option("write step and answer texts into the trace", False)
 
     def __post_init__(self) -> None:
         base, ng = parse_mode(self.mode)
@@ -113,7 +111,7 @@ class DecodeConfig:
     def trace_config(self) -> dict:
         d = config_dict(self)
         d.update(base_mode=self.base, ngram_k=self.ngram_k, k2=(self.ngram_k + 1) if self.ngram_k else None)
-        d["help"] = {k: f.metadata.get("help", "") for k, f in self.__dataclass_fields__.items()}
+        d["help"] = help_texts(self)
         return d
 
 

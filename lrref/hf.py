@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

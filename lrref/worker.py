@@ -25,7 +25,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from .backend import Sampling, StepOut, StepRequest
+from .backend import Sampling, StepRequest
 from .ngram import NgramConfig
 
 

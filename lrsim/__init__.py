@@ -12,6 +12,8 @@ Never imports torch.  Modules:
 - :mod:`lrsim.latency`    latency models T(batch, tokens) and distributions (step lengths, verifier)
 - :mod:`lrsim.sweep`      grid sweeps of the simulator (process pool or Dask), CSV/Parquet
 - :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder
+- :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref
+- :mod:`lrsim.fields`     dataclass fields with help text
 - :mod:`lrsim.cli`        the ``lrsim`` command
 """
 

@@ -98,11 +98,12 @@ def _sim_flags() -> tuple[list, list]:
 
 
 def _add_sim_args(p: argparse.ArgumentParser, grid: bool) -> None:
-    from .des import SimConfig, config_help
+    from .des import SimConfig
+    from .fields import help_texts
     from .latency import DIST_SYNTAX
     from .sweep import GRID_SYNTAX
 
-    helps, defaults = config_help(), SimConfig()
+    helps, defaults = help_texts(SimConfig), SimConfig()
     scalars, models = _sim_flags()
     for flag, name, parse in scalars:
         default = getattr(defaults, name)

@@ -71,6 +71,7 @@ import simpy
 from simpy.events import URGENT, Timeout
 
 from . import theory
+from .fields import option
 from .latency import (
     Constant,
     ConstantLatency,
@@ -89,9 +90,6 @@ MAX_DRAFT_BATCH = 4096
 STEP_TOKENS = 52  # default step length: ~52 tokens per step measured in MEASUREMENTS.md
 
 
-def _f(help: str, default: Any = None) -> Any:
-    return field(default=default, metadata={"help": help})
-
 
 # ----------------------------------------------------------------------------- configuration
 
@@ -100,37 +98,37 @@ def _f(help: str, default: Any = None) -> Any:
 class SimConfig:
     """Everything one simulated run depends on (serialised into the trace header)."""
 
-    mode: str = _f("'ar' (target only), 'sync' (Algorithm 1) or 'async' (pipelined LR)", "async")
-    alpha1: float = _f("step acceptance probability of one draft candidate, in [0, 1]", 0.6)
-    c1: float = _f("draft/target time per step at batch 1 (sets the draft latency unless draft_latency is given)", 0.1)
-    k1: int = _f("sync: target steps per cycle (drafted steps + 1); async: look-ahead depth", 4)
-    alpha2: float = _f("token acceptance probability of token-level SD, in [0, 1]", 0.6)
-    c2: float = _f("token drafter/target time per token (n-gram lookup: small, e.g. 0.01)", 0.05)
-    k2: int = _f("positions per target pass: token-level SD drafts k2 - 1 tokens (1 = no token SD)", 1)
-    width: int = _f("W: draft candidates per position", 1)
-    correlation: float = _f("rho: probability that all W candidates share one verdict (0 = independent)", 0.0)
-    tree: bool = _f("draft the full W^(j+1) tree at depth j instead of W candidates per position (sync only)", False)
-    verifier_cost: float = _f("verifier latency per call in units of T (target step time at batch 1)", 0.0)
-    verifier_latency: Dist | None = _f("verifier latency per call (s), a distribution; overrides verifier_cost")
-    request_tokens: Dist | None = _f("sync: output tokens per request; requests run back to back and every draft and "
+    mode: str = option("'ar' (target only), 'sync' (Algorithm 1) or 'async' (pipelined LR)", "async")
+    alpha1: float = option("step acceptance probability of one draft candidate, in [0, 1]", 0.6)
+    c1: float = option("draft/target time per step at batch 1 (sets the draft latency unless draft_latency is given)", 0.1)
+    k1: int = option("sync: target steps per cycle (drafted steps + 1); async: look-ahead depth", 4)
+    alpha2: float = option("token acceptance probability of token-level SD, in [0, 1]", 0.6)
+    c2: float = option("token drafter/target time per token (n-gram lookup: small, e.g. 0.01)", 0.05)
+    k2: int = option("positions per target pass: token-level SD drafts k2 - 1 tokens (1 = no token SD)", 1)
+    width: int = option("W: draft candidates per position", 1)
+    correlation: float = option("rho: probability that all W candidates share one verdict (0 = independent)", 0.0)
+    tree: bool = option("draft the full W^(j+1) tree at depth j instead of W candidates per position (sync only)", False)
+    verifier_cost: float = option("verifier latency per call in units of T (target step time at batch 1)", 0.0)
+    verifier_latency: Dist | None = option("verifier latency per call (s), a distribution; overrides verifier_cost")
+    request_tokens: Dist | None = option("sync: output tokens per request; requests run back to back and every draft and "
                                      "target step is cut at the tokens its request has left (lrref's max_tokens). "
                                      "None: one endless request", None)
-    verify_calls: str = _f("sync: 'one' verifier call checks all pairs of a cycle; 'per_pair': one call per pair, "
+    verify_calls: str = option("sync: 'one' verifier call checks all pairs of a cycle; 'per_pair': one call per pair, "
                            "in order, up to the first rejection (lrref's sync decoder)", "one")
-    step_tokens: Dist = _f("tokens per target step (rounded, >= 1)", Constant(STEP_TOKENS))
-    draft_tokens: Dist | None = _f("tokens per draft step; None: same distribution as step_tokens")
-    target_latency: Latency | None = _f("target forward-pass latency; None: constant, so that T = 1")
-    draft_latency: Latency | None = _f("draft forward-pass latency; None: constant, c1 T per mean draft step")
-    draft_sd: bool = _f("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
-    token_model: str = _f("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
+    step_tokens: Dist = option("tokens per target step (rounded, >= 1)", Constant(STEP_TOKENS))
+    draft_tokens: Dist | None = option("tokens per draft step; None: same distribution as step_tokens")
+    target_latency: Latency | None = option("target forward-pass latency; None: constant, so that T = 1")
+    draft_latency: Latency | None = option("draft forward-pass latency; None: constant, c1 T per mean draft step")
+    draft_sd: bool = option("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
+    token_model: str = option("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
                           "sampled")
-    join: str = _f("'iteration': sequences join/leave the target batch at iteration boundaries; "
+    join: str = option("'iteration': sequences join/leave the target batch at iteration boundaries; "
                    "'immediate': at once", "iteration")
-    budget: int | None = _f("M: target positions at once (sequences x k2); None = no limit")
-    steps: int = _f("output steps to simulate", 10_000)
-    engine: str = _f("'auto' (renewal for sync and ar without a trace, else des), 'des' or 'renewal'", "auto")
-    seed: int = _f("random seed", 0)
-    batches: int = _f("batches for the batch-means confidence interval", 32)
+    budget: int | None = option("M: target positions at once (sequences x k2); None = no limit")
+    steps: int = option("output steps to simulate", 10_000)
+    engine: str = option("'auto' (renewal for sync and ar without a trace, else des), 'des' or 'renewal'", "auto")
+    seed: int = option("random seed", 0)
+    batches: int = option("batches for the batch-means confidence interval", 32)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -153,11 +151,6 @@ class SimConfig:
             if isinstance(kw.get(name), dict):
                 kw[name] = latency_from_dict(kw[name])
         return cls(**kw)
-
-
-def config_help() -> dict[str, str]:
-    """Field name -> help text of :class:`SimConfig`."""
-    return {f.name: f.metadata["help"] for f in fields(SimConfig)}
 
 
 def _plain(v: Any) -> Any:

@@ -23,17 +23,16 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Union
 
 import numpy as np
 
+from .fields import option
+
 EXTRAPOLATION = ("error", "clamp", "linear")
 
-
-def _f(help: str, default: Any = None) -> Any:
-    return field(default=default, metadata={"help": help})
 
 
 def _positive(name: str, v: float) -> None:
@@ -54,11 +53,6 @@ class _Serialised:
         return {"kind": self.kind} | {f.name: _lists(getattr(self, f.name)) for f in fields(self)}
 
 
-def help_text(cls) -> dict[str, str]:
-    """Field name -> help text of a dataclass in this module (for documentation and CLIs)."""
-    return {f.name: f.metadata.get("help", "") for f in fields(cls)}
-
-
 # ----------------------------------------------------------------------------- latency models
 
 
@@ -66,7 +60,7 @@ def help_text(cls) -> dict[str, str]:
 class ConstantLatency(_Serialised):
     """One forward pass costs ``seconds`` whatever the batch (the paper's assumption, up to the budget M)."""
 
-    seconds: float = _f("wall time of one forward pass (s)", 1.0)
+    seconds: float = option("wall time of one forward pass (s)", 1.0)
     kind: ClassVar[str] = "constant"
 
     def __post_init__(self) -> None:
@@ -119,10 +113,10 @@ class CurveLatency(_Serialised):
     ``axis = "batch"`` ignores the tokens per sequence.
     """
 
-    x: tuple[float, ...] = _f("abscissae, strictly increasing (batch sizes or positions)", (1.0,))
-    seconds: tuple[float, ...] = _f("wall time of one forward pass at each x (s)", (1.0,))
-    axis: str = _f("'positions' (batch x tokens per sequence) or 'batch'", "positions")
-    extrapolate: str = _f("outside the table: 'error', 'clamp' or 'linear' (continue the last segment)", "error")
+    x: tuple[float, ...] = option("abscissae, strictly increasing (batch sizes or positions)", (1.0,))
+    seconds: tuple[float, ...] = option("wall time of one forward pass at each x (s)", (1.0,))
+    axis: str = option("'positions' (batch x tokens per sequence) or 'batch'", "positions")
+    extrapolate: str = option("outside the table: 'error', 'clamp' or 'linear' (continue the last segment)", "error")
     kind: ClassVar[str] = "curve"
 
     def __post_init__(self) -> None:
@@ -147,10 +141,10 @@ class CurveLatency(_Serialised):
 class GridLatency(_Serialised):
     """A table ``T(batch, tokens)`` (tokens = positions per sequence in the pass), bilinear between grid points."""
 
-    batch: tuple[float, ...] = _f("batch sizes (rows), strictly increasing", (1.0,))
-    tokens: tuple[float, ...] = _f("positions per sequence (columns), strictly increasing", (1.0,))
-    seconds: tuple[tuple[float, ...], ...] = _f("seconds[i][j]: one pass at batch[i] and tokens[j] (s)", ((1.0,),))
-    extrapolate: str = _f("outside the grid: 'error', 'clamp' or 'linear'", "error")
+    batch: tuple[float, ...] = option("batch sizes (rows), strictly increasing", (1.0,))
+    tokens: tuple[float, ...] = option("positions per sequence (columns), strictly increasing", (1.0,))
+    seconds: tuple[tuple[float, ...], ...] = option("seconds[i][j]: one pass at batch[i] and tokens[j] (s)", ((1.0,),))
+    extrapolate: str = option("outside the grid: 'error', 'clamp' or 'linear'", "error")
     kind: ClassVar[str] = "grid"
 
     def __post_init__(self) -> None:
@@ -234,7 +228,7 @@ def load_latency(spec: str) -> Latency:
 class Constant(_Serialised):
     """Always ``value``."""
 
-    value: float = _f("the value", 1.0)
+    value: float = option("the value", 1.0)
     kind: ClassVar[str] = "constant"
 
     def __post_init__(self) -> None:
@@ -253,7 +247,7 @@ class Constant(_Serialised):
 class Empirical(_Serialised):
     """Resample (with replacement) a measured sample, e.g. step lengths from a trace."""
 
-    values: tuple[float, ...] = _f("the sample", (1.0,))
+    values: tuple[float, ...] = option("the sample", (1.0,))
     kind: ClassVar[str] = "empirical"
 
     def __post_init__(self) -> None:
@@ -274,8 +268,8 @@ class Empirical(_Serialised):
 class Uniform(_Serialised):
     """Uniform on ``[low, high]``; step lengths round it to whole tokens."""
 
-    low: float = _f("lower end", 0.0)
-    high: float = _f("upper end", 1.0)
+    low: float = option("lower end", 0.0)
+    high: float = option("upper end", 1.0)
     kind: ClassVar[str] = "uniform"
 
     def __post_init__(self) -> None:
@@ -294,8 +288,8 @@ class Uniform(_Serialised):
 class LogNormal(_Serialised):
     """Log-normal with the given mean and coefficient of variation (sd / mean)."""
 
-    mean_value: float = _f("mean", 1.0)
-    cv: float = _f("coefficient of variation, sd / mean", 0.5)
+    mean_value: float = option("mean", 1.0)
+    cv: float = option("coefficient of variation, sd / mean", 0.5)
     kind: ClassVar[str] = "lognormal"
 
     def __post_init__(self) -> None:
@@ -317,7 +311,7 @@ class LogNormal(_Serialised):
 class Exponential(_Serialised):
     """Exponential with the given mean."""
 
-    mean_value: float = _f("mean", 1.0)
+    mean_value: float = option("mean", 1.0)
     kind: ClassVar[str] = "exponential"
 
     def __post_init__(self) -> None:

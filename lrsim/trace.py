@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
+from .fields import option
+
 SCHEMA = "lr-trace"
 VERSION = 1  # major version: bump on incompatible changes
 
@@ -55,28 +57,25 @@ class TraceError(ValueError):
     """A trace that cannot be read at all (missing, no header, wrong schema or version)."""
 
 
-def _f(help: str, default: Any = None) -> Any:
-    return field(default=default, metadata={"help": help})
-
 
 @dataclass
 class Header:
     """First line of every trace."""
 
-    source: str = _f("what wrote the trace: 'lrref', 'lrsim.des', or another tool's name", "unknown")
-    mode: str = _f("decoding mode: 'ar', 'sd', 'lr-sync' or 'lr-async' (n-gram use is in config)", "ar")
-    config: dict = _f("decoding configuration (depth, width, n-gram length, caps, sampling, seed, ...)", None)
-    models: dict = _f("model names/paths by role: draft, target, verifier", None)
-    backend: str | None = _f("'hf', 'vllm', 'des', ...")
-    hardware: dict = _f("machine facts (platform, cpus, threads, device)", None)
-    run_id: str = _f("unique id of the run", "")
-    created: str = _f("UTC start time, ISO 8601", "")
-    notes: str | None = _f("free text")
-    summary: dict | None = _f("what the run measured, from writers that write the trace after the run "
+    source: str = option("what wrote the trace: 'lrref', 'lrsim.des', or another tool's name", "unknown")
+    mode: str = option("decoding mode: 'ar', 'sd', 'lr-sync' or 'lr-async' (n-gram use is in config)", "ar")
+    config: dict = option("decoding configuration (depth, width, n-gram length, caps, sampling, seed, ...)", None)
+    models: dict = option("model names/paths by role: draft, target, verifier", None)
+    backend: str | None = option("'hf', 'vllm', 'des', ...")
+    hardware: dict = option("machine facts (platform, cpus, threads, device)", None)
+    run_id: str = option("unique id of the run", "")
+    created: str = option("UTC start time, ISO 8601", "")
+    notes: str | None = option("free text")
+    summary: dict | None = option("what the run measured, from writers that write the trace after the run "
                               "(lrsim.des: speedup, CI, acceptance, ...)")
     type: str = "header"
-    schema: str = _f(f"always '{SCHEMA}'", SCHEMA)
-    version: int = _f("major schema version", VERSION)
+    schema: str = option(f"always '{SCHEMA}'", SCHEMA)
+    version: int = option("major schema version", VERSION)
 
     def __post_init__(self) -> None:
         self.config = self.config or {}
@@ -90,31 +89,31 @@ class Header:
 class StepRecord:
     """One drafted candidate at one position, or one target-only step."""
 
-    request: int = _f("request index within the run", 0)
-    cycle: int = _f("LR cycle (sync) or stage (async) of the request; step index in ar/sd", 0)
-    position: int = _f("index of the step inside its cycle, 0-based", 0)
-    branch: int | None = _f("draft candidate 0..W-1; null for a target-only step")
-    draft_start: float | None = _f("draft step generation start (s)")
-    draft_end: float | None = _f("draft step generation end (s)")
-    draft_tokens: int | None = _f("tokens in the draft step")
-    draft_batch: int | None = _f("sequences in the draft call that produced it")
-    target_start: float | None = _f("target step generation start (s)")
-    target_end: float | None = _f("target step generation end (s)")
-    target_tokens: int | None = _f("tokens in the target step")
-    target_batch: int | None = _f("sequences in the target call that produced it")
-    target_forwards: int | None = _f("target forward passes spent on this step")
-    ngram_drafted: int | None = _f("tokens proposed by token-level speculation inside the target step")
-    ngram_accepted: int | None = _f("of those, tokens the target accepted")
-    verify_start: float | None = _f("verifier start (s)")
-    verify_end: float | None = _f("verifier end (s)")
-    verifier: str | None = _f("verifier name: judge, embedding, score, random, exact, identical, ...")
-    score: float | None = _f("verifier score (cosine, judge logit margin, 0-9 score, ...)")
-    decision: bool | None = _f("verifier verdict: draft equivalent to the target step")
-    accepted: bool = _f("this draft was kept in the output", False)
-    committed: str | None = _f("'draft' or 'target' on the row whose step reached the output, else null")
-    cancelled: bool = _f("work discarded before it finished (async rejection)", False)
-    draft_text: str | None = _f("draft step text (only with text logging)")
-    target_text: str | None = _f("target step text (only with text logging)")
+    request: int = option("request index within the run", 0)
+    cycle: int = option("LR cycle (sync) or stage (async) of the request; step index in ar/sd", 0)
+    position: int = option("index of the step inside its cycle, 0-based", 0)
+    branch: int | None = option("draft candidate 0..W-1; null for a target-only step")
+    draft_start: float | None = option("draft step generation start (s)")
+    draft_end: float | None = option("draft step generation end (s)")
+    draft_tokens: int | None = option("tokens in the draft step")
+    draft_batch: int | None = option("sequences in the draft call that produced it")
+    target_start: float | None = option("target step generation start (s)")
+    target_end: float | None = option("target step generation end (s)")
+    target_tokens: int | None = option("tokens in the target step")
+    target_batch: int | None = option("sequences in the target call that produced it")
+    target_forwards: int | None = option("target forward passes spent on this step")
+    ngram_drafted: int | None = option("tokens proposed by token-level speculation inside the target step")
+    ngram_accepted: int | None = option("of those, tokens the target accepted")
+    verify_start: float | None = option("verifier start (s)")
+    verify_end: float | None = option("verifier end (s)")
+    verifier: str | None = option("verifier name: judge, embedding, score, random, exact, identical, ...")
+    score: float | None = option("verifier score (cosine, judge logit margin, 0-9 score, ...)")
+    decision: bool | None = option("verifier verdict: draft equivalent to the target step")
+    accepted: bool = option("this draft was kept in the output", False)
+    committed: str | None = option("'draft' or 'target' on the row whose step reached the output, else null")
+    cancelled: bool = option("work discarded before it finished (async rejection)", False)
+    draft_text: str | None = option("draft step text (only with text logging)")
+    target_text: str | None = option("target step text (only with text logging)")
     type: str = "step"
 
 
@@ -122,18 +121,18 @@ class StepRecord:
 class RequestRecord:
     """Summary of one finished request."""
 
-    request: int = _f("request index within the run", 0)
-    start: float = _f("request start (s)", 0.0)
-    end: float = _f("request end (s)", 0.0)
-    prompt_tokens: int | None = _f("prompt length in tokens")
-    output_tokens: int = _f("generated tokens", 0)
-    steps: int = _f("steps in the output", 0)
-    accepted_steps: int = _f("output steps that came from accepted drafts", 0)
-    finish: str | None = _f("'eos', 'max_tokens', 'max_steps', 'error'")
-    cycles: int | None = _f("LR cycles (sync) or stages (async) of the request; steps in ar/sd")
-    text: str | None = _f("generated text (only with text logging)")
-    answer: str | None = _f("extracted final answer")
-    correct: bool | None = _f("answer matches the reference, if one was given")
+    request: int = option("request index within the run", 0)
+    start: float = option("request start (s)", 0.0)
+    end: float = option("request end (s)", 0.0)
+    prompt_tokens: int | None = option("prompt length in tokens")
+    output_tokens: int = option("generated tokens", 0)
+    steps: int = option("steps in the output", 0)
+    accepted_steps: int = option("output steps that came from accepted drafts", 0)
+    finish: str | None = option("'eos', 'max_tokens', 'max_steps', 'error'")
+    cycles: int | None = option("LR cycles (sync) or stages (async) of the request; steps in ar/sd")
+    text: str | None = option("generated text (only with text logging)")
+    answer: str | None = option("extracted final answer")
+    correct: bool | None = option("answer matches the reference, if one was given")
     type: str = "request"
 
 
