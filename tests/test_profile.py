@@ -282,3 +282,33 @@ def test_lrsim_profile_modules_do_not_import_torch():
 def test_embedded_profiles_are_small():
     for path in embedded().values():
         assert path.stat().st_size < 16_000, path
+
+
+# --- profile vs trace --------------------------------------------------------------------------------
+
+
+def test_profile_check_on_a_synthetic_ar_trace(tmp_path):
+    """Steps after the first: pass j of a step that starts after G tokens sees prompt + G - 1 + j cached tokens."""
+    from lrsim.profile_check import compare
+    from lrsim.trace import Header, RequestRecord, StepRecord, read_trace, write_trace
+
+    def t(L):  # ms per pass at context L, affine: exact for linear interpolation
+        return 10 + 0.01 * L
+
+    ctx = ArchProfile("m", 1, 1, 1, (0, 1000), (1,), (1,), (((t(0),),), ((t(1000),),)))
+    prof = Profile("p", "wall", Provenance("cpu", "x", "float32", "2026-01-01"), {"m": ctx})
+    steps, start = [], 0.0
+    for cycle, n in enumerate((5, 4, 3)):
+        gen = sum((5, 4, 3)[:cycle])
+        secs = 2 * sum(t(20 + gen - 1 + j) for j in range(n)) / 1000  # recorded = 2x the profile
+        steps.append(StepRecord(request=0, cycle=cycle, target_start=start, target_end=start + secs, target_tokens=n,
+                                target_batch=1, target_forwards=n, committed="target"))
+        start += secs
+    header = Header(source="lrref", mode="ar", config={"mode": "ar", "ngram": 0})
+    write_trace(tmp_path / "ar.jsonl", header, steps, [RequestRecord(request=0, prompt_tokens=20, output_tokens=12)])
+    c = compare(prof, "m", [read_trace(tmp_path / "ar.jsonl")])
+    assert (c.steps, c.forwards, c.contexts) == (2, 7, (24, 30)) and c.ratio == pytest.approx(2.0)
+    assert "recorded/profile = 2.000" in c.format()
+    write_trace(tmp_path / "sd.jsonl", Header(source="lrref", mode="ar", config={"mode": "sd", "ngram": 4}), steps)
+    with pytest.raises(InputError, match="needs a target-only trace without n-gram"):
+        compare(prof, "m", [read_trace(tmp_path / "sd.jsonl")])
