@@ -63,7 +63,7 @@ class ProfileSpec:
         if self.dtype not in DTYPES:
             raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         for flag, v, lo in (("--warmup", self.warmup, 0), ("--repeats", self.repeats, 1), ("--chunk", self.chunk, 1),
-                            ("--threads", self.threads or 1, 1), ("--seed", self.seed, 0)):
+                            ("--threads", 1 if self.threads is None else self.threads, 1), ("--seed", self.seed, 0)):
             if v < lo:
                 raise UsageError(f"{flag} must be >= {lo}, got {v}")
         if self.name is not None and not _NAME.match(self.name):
