@@ -1,4 +1,4 @@
-"""``lrref`` command line: ``models prepare|list``, ``generate``, ``bench``.
+"""``lrref`` command line: ``models prepare|list``, ``generate``, ``bench``, ``profile``.
 
 Thin: parse, validate (before torch is imported, so ``--help`` and bad input
 are instant), call the library, print.  Bad input -> one line on stderr, exit 2.
@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--out", default=None, help="output directory (default runs/bench-<time>)")
     bp.add_argument("--json", action="store_true")
     _decode_args(bp)
+    fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions, "
+                                        "random weights")
+    from .profile import add_arguments
+
+    add_arguments(fp)
     return p
 
 
@@ -339,6 +344,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_models(a)
         if a.cmd == "generate":
             return cmd_generate(a)
+        if a.cmd == "profile":
+            from .profile import command
+
+            return command(a, argv)
         return cmd_bench(a)
     except UsageError as e:
         print(f"lrref: error: {str(e).splitlines()[0] if str(e) else 'bad input'}", file=sys.stderr)

@@ -192,6 +192,17 @@ def build_parser() -> Parser:
     p.add_argument("--distinct-seeds", action="store_true",
                    help="point i gets seed + i (independent points), not one seed for all (common random numbers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    p = sub.add_parser("profiles", help="list the embedded latency profiles, or check and price given ones")
+    p.add_argument("profiles", nargs="*", metavar="PROFILE", help="profile names or files (default: the embedded ones)")
+    p.add_argument("--arch", help="price one forward pass of this architecture in each profile (ms)")
+    p.add_argument("--context", type=nonnegative, default=0.0, help="with --arch: tokens in the KV cache")
+    p.add_argument("--batch", type=positive_int, default=1, help="with --arch: rows in the pass")
+    p.add_argument("--positions", type=positive_int, default=1, help="with --arch: new positions per row")
+    p.add_argument("--draft", help="with --arch: also c1 = draft / target time of a decode step (q = 1)")
+    p.add_argument("--extrapolate", type=_choice(("error", "clamp", "linear")), default="error",
+                   help="outside the measured range: refuse (default), clamp to it, or continue linearly")
+    p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -395,9 +406,15 @@ def cmd_calibrate(a: argparse.Namespace) -> str:
     return json.dumps(c.to_dict(), indent=2, default=float) if a.json else format_calibration(c)
 
 
+def cmd_profiles(a: argparse.Namespace) -> str:
+    from .hardware import profiles_report
+
+    return profiles_report(a.profiles, a.json, a.arch, a.context, a.batch, a.positions, a.draft, a.extrapolate)
+
+
 COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic, "report": cmd_report,
             "simulate": cmd_simulate, "sweep": cmd_sweep, "calibrate": cmd_calibrate,
-            "replay": cmd_replay}
+            "replay": cmd_replay, "profiles": cmd_profiles}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

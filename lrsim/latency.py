@@ -176,7 +176,13 @@ def latency_from_dict(d: dict) -> Latency:
     """Inverse of ``to_dict``: ``{"kind": "curve", "x": [...], "seconds": [...], ...}``.
 
     A ``"scale"`` key multiplies every time (e.g. ``0.001`` for a table in ms).
+    ``{"kind": "profile", "profile": NAME|FILE, "arch": ..., "context": L}``: a measured latency profile
+    (:class:`lrsim.hardware.ProfileLatency`).
     """
+    if isinstance(d, dict) and d.get("kind") == "profile":
+        from .hardware import ProfileLatency
+
+        return ProfileLatency.from_dict(d)
     if not isinstance(d, dict) or d.get("kind") not in LATENCY_KINDS:
         raise ValueError(f"latency model needs 'kind' in {', '.join(LATENCY_KINDS)}")
     d = dict(d)

@@ -1,0 +1,101 @@
+"""Model architectures without weights: the shipped configs (``lrref/data/archs/NAME.json``) and model directories.
+
+A forward pass costs the same whatever the weights hold, so a latency profile
+(``lrref profile``) needs only the architecture's ``config.json``.  Shipped:
+the paper's shapes (``qwen2.5-0.5b``, ``qwen2.5-1.5b`` = R1-Distill-Qwen-1.5B,
+``qwen2.5-7b``, ``qwen2.5-32b`` = R1-Distill-Qwen-32B / QwQ-32B, ``qwen3-1.7b``,
+``qwen3-32b``), lrref's default CPU pair (``qwen2.5-coder-0.5b``,
+``qwen2.5-coder-1.5b``) and ``tiny`` for tests; each file's ``_source`` says
+which public ``config.json`` its values are from.  Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from lrsim.errors import UsageError
+from lrsim.fields import option
+
+
+ARCH_DIR = Path(__file__).parent / "data" / "archs"
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A model architecture: a name and the fields of its Hugging Face ``config.json``."""
+
+    name: str = option("name in the profile, e.g. 'qwen2.5-32b'", "")
+    config: dict = option("config.json fields (keys starting with '_' removed)", None)
+    source: str = option("where the config came from (a shipped arch file or DIR/config.json)", "")
+
+    @property
+    def layers(self) -> int:
+        return int(self.config["num_hidden_layers"])
+
+    @property
+    def kv_heads(self) -> int:
+        return int(self.config.get("num_key_value_heads") or self.config["num_attention_heads"])
+
+    @property
+    def head_dim(self) -> int:
+        c = self.config
+        return int(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
+
+    @property
+    def max_positions(self) -> int | None:
+        v = self.config.get("max_position_embeddings")
+        return int(v) if v else None
+
+    def kv_bytes_per_token(self, dtype: str) -> int:
+        """KV-cache bytes per token: ``2 (K and V) x layers x kv_heads x head_dim x bytes per element``."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[dtype]
+
+
+def shipped() -> list[str]:
+    """Names of the shipped architecture configs."""
+    return sorted(p.stem for p in ARCH_DIR.glob("*.json"))
+
+
+def _from_file(name: str, path: Path) -> Arch:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: cannot read a model config ({e})") from None
+    need = ("model_type", "num_hidden_layers", "num_attention_heads", "hidden_size", "vocab_size")
+    missing = [k for k in need if k not in d] if isinstance(d, dict) else list(need)
+    if missing:
+        raise UsageError(f"{path}: not a transformers causal-LM config (missing {', '.join(missing)})")
+    return Arch(name, {k: v for k, v in d.items() if not k.startswith("_")}, str(path))
+
+
+def load_arch(name: str) -> Arch:
+    """A shipped architecture by name.
+
+    :raises UsageError: unknown name (one line listing the shipped ones).
+    """
+    path = ARCH_DIR / f"{name}.json"
+    if not name or "/" in name or not path.is_file():
+        raise UsageError(f"unknown architecture {name!r}: shipped are {', '.join(shipped())} "
+                         "(or give --model DIR)")
+    return _from_file(name, path)
+
+
+def arch_from_model(spec: str, cache: str | os.PathLike | None = None) -> Arch:
+    """The architecture of a model directory, or of a prepared registry model (its weights are not read).
+
+    Named after the directory (its parent for lrref's ``NAME/model`` layout).
+    """
+    from . import models
+
+    try:
+        d = models.resolve(spec, cache)
+    except models.ModelError as e:
+        raise UsageError(str(e)) from None
+    if not (d / "config.json").is_file():
+        raise UsageError(f"{d} has no config.json")
+    name = d.parent.name if d.name == "model" else d.name
+    return _from_file(name, d / "config.json")
