@@ -21,8 +21,8 @@ import time
 
 from report import report
 
-from lrsim.des import SimConfig, simulate
 from lrsim.latency import CurveLatency, LogNormal
+from lrsim.sim import SimConfig, simulate
 from lrsim.sweep import run_configs
 
 CPU_CURVE = CurveLatency((1, 2, 4, 8), (0.174, 0.159, 0.166, 0.199))  # MEASUREMENTS.md, target decode step (s)

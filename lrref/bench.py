@@ -13,14 +13,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-Z95 = 1.959963984540054
+from lrsim.atomic import atomic_write
+from lrsim.stats import wilson
 
 
 def load_dataset(path: str | os.PathLike, n: int | None = None) -> list[dict]:
@@ -94,16 +94,6 @@ def extract_answer(text: str) -> str | None:
     return _norm_number(nums[-1]) if nums else None
 
 
-def wilson(k: int, n: int) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + Z95**2 / n
-    mid = (p + Z95**2 / (2 * n)) / d
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / d
-    return (max(0.0, mid - half), min(1.0, mid + half))
-
-
 @dataclass
 class ModeStats:
     """Totals of one mode over the problems."""
@@ -163,17 +153,11 @@ class ModeStats:
         }
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_results(out_dir: Path, meta: dict, rows: list[dict]) -> tuple[Path, Path]:
     """``results.json`` (meta + rows) and ``results.csv`` (rows), each written atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
     j = out_dir / "results.json"
-    _atomic_write(j, json.dumps({"meta": meta, "modes": rows}, indent=1) + "\n")
+    atomic_write(j, json.dumps({"meta": meta, "modes": rows}, indent=1) + "\n")
     buf = io.StringIO()
     cols = [k for k in rows[0] if k != "trace"] if rows else []
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
@@ -181,7 +165,7 @@ def write_results(out_dir: Path, meta: dict, rows: list[dict]) -> tuple[Path, Pa
     for r in rows:
         w.writerow({k: (json.dumps(v) if isinstance(v, list) else v) for k, v in r.items()})
     c = out_dir / "results.csv"
-    _atomic_write(c, buf.getvalue())
+    atomic_write(c, buf.getvalue())
     return j, c
 
 

@@ -525,7 +525,7 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
     """Trace header with the full config (and its help), models, backend and machine facts."""
     import os
 
-    from lrsim.trace import machine_facts
+    from lrsim.trace import Setting, machine_facts
 
     import torch
 
@@ -534,5 +534,11 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
     conf = cfg.trace_config()
     if verifier:
         conf["verifier"] = verifier
-    return Header(source="lrref", mode=cfg.base, config=conf, models=models, backend=backend, hardware=hw,
-                  notes=notes)
+    # the run in lrsim's terms: sync writes gamma + 1 target steps per cycle and verifies pair by pair;
+    # lr-async's target runs on target_threads (the draft process has the rest)
+    mode, k1 = {"lr-sync": ("sync", cfg.gamma + 1), "lr-async": ("async", cfg.gamma)}.get(cfg.base, ("ar", 1))
+    setting = Setting(mode, k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if mode != "ar" else 1,
+                      "per_pair" if mode == "sync" else "one",
+                      f"threads={cfg.target_threads if mode == 'async' else cfg.threads}")
+    return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
+                  backend=backend, hardware=hw, notes=notes)

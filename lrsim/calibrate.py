@@ -29,9 +29,9 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from .trace import StepRecord, Trace, read_trace
-
-Z95 = 1.959963984540054
+from .errors import InputError
+from .stats import Z95, wilson
+from .trace import Setting, StepRecord, Trace, read_trace, recorded_setting
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,7 @@ class Proportion:
     def of(cls, k: int, n: int) -> "Proportion":
         if n == 0:
             return cls(0, 0, math.nan, 0.0, 1.0)
-        p = k / n
-        # Wilson score interval: (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)
-        d = 1 + Z95**2 / n
-        mid = (p + Z95**2 / (2 * n)) / d
-        half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / d
-        return cls(k, n, p, max(0.0, mid - half), min(1.0, mid + half))
+        return cls(k, n, k / n, *wilson(k, n))
 
 
 @dataclass(frozen=True)
@@ -99,7 +94,7 @@ class Calibration:
     target_s_per_token: dict[int, Summary]
     draft_s_per_token: dict[int, Summary]
     target_s_per_forward: dict[int, Summary]  #: by positions = batch x k2
-    settings: list[Setting]  #: per trace, in simulator terms
+    settings: list[Setting]  #: per trace, in simulator terms (:func:`lrsim.trace.recorded_setting`)
     c1: float | None
     c1_ci95: tuple[float, float] | None
     verify_s: Summary | None
@@ -124,40 +119,6 @@ def _drop_samples(obj) -> None:
     elif isinstance(obj, list):
         for v in obj:
             _drop_samples(v)
-
-
-@dataclass(frozen=True)
-class Setting:
-    """A decoding configuration in the simulator's terms (``lrsim.des.SimConfig`` fields)."""
-
-    mode: str  #: 'ar', 'sync' or 'async'
-    k1: int  #: sync: target steps per cycle (drafts + 1); async: look-ahead depth; ar: 1
-    k2: int  #: positions per target pass (n-gram tokens + 1; 1 = no token speculation)
-    width: int = 1  #: W draft candidates per position
-
-
-def recorded_setting(header) -> Setting:
-    """What a trace recorded, mapped to simulator terms.
-
-    lrref writes ``gamma`` (drafted steps per sync cycle / async look-ahead)
-    and ``k2`` (n-gram tokens proposed per pass + 1): sync ``k1 = gamma + 1``,
-    async ``k1 = gamma``.  lrsim.des writes its own fields.
-    """
-    cfg = header.config or {}
-    if header.source == "lrsim.des" or "k1" in cfg:
-        return Setting(str(cfg.get("mode", "ar")), int(cfg.get("k1", 1)), int(cfg.get("k2", 1)),
-                       int(cfg.get("width", 1)))
-    mode = str(cfg.get("base_mode") or header.mode).split("+")[0]
-    k2 = int(cfg.get("k2") or (cfg.get("ngram_k") or cfg.get("ngram") or 0) + 1)
-    gamma = int(cfg.get("gamma") or 1)
-    width = int(cfg.get("width") or 1)
-    if mode in ("ar", "sd"):
-        return Setting("ar", 1, k2, 1)
-    if mode == "lr-sync":
-        return Setting("sync", gamma + 1, k2, width)
-    if mode == "lr-async":
-        return Setting("async", gamma, k2, width)
-    raise ValueError(f"unknown mode {header.mode!r} in the trace header")
 
 
 def _verified(steps: Sequence[StepRecord]) -> list[StepRecord]:
@@ -280,19 +241,6 @@ def per_token_by_batch(steps: Sequence[StepRecord], lane: str) -> dict[int, Summ
     return {b: _ratio_summary(v) for b, v in sorted(groups.items())}
 
 
-def target_setup(header) -> str:
-    """The hardware share the target ran on, e.g. ``'threads=2'``: latency is calibrated per setup.
-
-    On a CPU the async decoder splits the cores between draft and target
-    (lrref's ``target_threads``), so its target passes cost more than in the
-    other modes (``threads``); traces without that information share ``'default'``.
-    """
-    cfg = header.config or {}
-    async_ = recorded_setting(header).mode == "async"
-    threads = cfg.get("target_threads") if async_ else cfg.get("threads")
-    return f"threads={threads}" if threads else "default"
-
-
 def _target_passes(traces: Sequence[Trace]) -> Iterator[tuple[int, int, float, int]]:
     """(batch, k2, seconds, forward passes) of every timed, finished target step."""
     for t in traces:
@@ -308,7 +256,7 @@ def per_forward_by_batch_k2(traces: Sequence[Trace]) -> dict[tuple[int, int], Su
 
     A CPU (or GPU) does not price a pass by ``batch * k2`` alone: an extra row
     costs its own attention over a whole prefix, an extra speculative token in a
-    row much less.  Pass traces of one :func:`target_setup`.
+    row much less.  Pass traces of one hardware share (``Setting.hardware``).
     """
     groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for b, k2, d, forwards in _target_passes(traces):
@@ -365,7 +313,7 @@ def _summary_or_none(xs: list) -> Summary | None:
 def calibrate(traces: Sequence[Trace]) -> Calibration:
     """Fit every parameter from already-read traces."""
     if not traces:
-        raise ValueError("no traces given")
+        raise InputError("no traces given")
     steps = [s for t in traces for s in t.steps]
     overall, per, cond = acceptance(steps)
     a2, a2ci, share, tpf, k2s = token_acceptance(traces)

@@ -1,7 +1,8 @@
 """``lrsim`` command line: thin wrappers that parse, validate, call one function, print.
 
-Bad input gives one line on stderr and exit code 2; nothing else is printed.
-``simulate`` and ``sweep`` take the same flags (one per :class:`lrsim.des.SimConfig` field); in ``sweep`` the
+Bad input (:class:`lrsim.errors.DomainError`, or an ``OSError`` on the user's files) gives one line on stderr and
+exit code 2 (:func:`lrsim.errors.run_command`); anything else is a bug and keeps its traceback.
+``simulate`` and ``sweep`` take the same flags (one per :class:`lrsim.sim.SimConfig` field); in ``sweep`` the
 scalar ones accept a grid.
 """
 
@@ -11,24 +12,15 @@ import argparse
 import json
 import math
 import sys
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, Sequence
 
 from . import __version__
+from .errors import InputError, OneLineParser, UsageError, run_command
+from .modes import LR_MODES, SIM_MODES, VERIFY_CALLS
 
 # Illustrative defaults in the paper's working range (step acceptance "usually > 50%", n-gram drafting
 # nearly free, a 16-position budget); they are not measurements.
 DEFAULTS = {"alpha1": 0.6, "c1": 0.1, "alpha2": 0.6, "c2": 0.05, "budget": 16, "mode": "async"}
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line, exit code 2."""
-
-
-class Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are one line (no usage dump) and exit 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def _number(kind: Callable[[str], float], check: Callable[[float], bool], what: str) -> Callable[[str], float]:
@@ -62,11 +54,11 @@ def _choice(options: Sequence[str]) -> Callable[[str], str]:
 
 
 def _model(parse: Callable[[str], object]) -> Callable[[str], object]:
-    """A latency model or distribution argument; its ValueError becomes a one-line usage error."""
+    """A latency model or distribution argument; its InputError or OSError becomes a one-line usage error."""
     def wrapped(text: str) -> object:
         try:
             return parse(text)
-        except (ValueError, OSError) as e:
+        except (InputError, OSError) as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
     return wrapped
@@ -74,18 +66,18 @@ def _model(parse: Callable[[str], object]) -> Callable[[str], object]:
 
 def _sim_flags() -> tuple[list, list]:
     """(flag, SimConfig field, parser): scalars (grids in ``sweep``) and models (one value in both commands)."""
-    from .des import ENGINES, JOINS, MODES, TOKEN_MODELS
     from .latency import load_latency, parse_dist
+    from .sim import ENGINES, JOINS, TOKEN_MODELS
 
     scalars = [
-        ("--mode", "mode", _choice(MODES)), ("--alpha1", "alpha1", unit), ("--c1", "c1", cost),
+        ("--mode", "mode", _choice(SIM_MODES)), ("--alpha1", "alpha1", unit), ("--c1", "c1", cost),
         ("--k1", "k1", positive_int), ("--alpha2", "alpha2", unit), ("--c2", "c2", cost),
         ("--k2", "k2", positive_int), ("--width", "width", positive_int), ("--correlation", "correlation", unit),
         ("--verifier-cost", "verifier_cost", nonnegative), ("--budget", "budget", positive_int),
         ("--steps", "steps", positive_int), ("--seed", "seed", nonnegative_int),
         ("--token-model", "token_model", _choice(TOKEN_MODELS)), ("--join", "join", _choice(JOINS)),
         ("--engine", "engine", _choice(ENGINES)),
-        ("--verify-calls", "verify_calls", _choice(("one", "per_pair"))),
+        ("--verify-calls", "verify_calls", _choice(VERIFY_CALLS)),
     ]
     models = [
         ("--step-tokens", "step_tokens", _model(parse_dist)), ("--draft-tokens", "draft_tokens", _model(parse_dist)),
@@ -98,9 +90,9 @@ def _sim_flags() -> tuple[list, list]:
 
 
 def _add_sim_args(p: argparse.ArgumentParser, grid: bool) -> None:
-    from .des import SimConfig
     from .fields import help_texts
     from .latency import DIST_SYNTAX
+    from .sim import SimConfig
     from .sweep import GRID_SYNTAX
 
     helps, defaults = help_texts(SimConfig), SimConfig()
@@ -127,13 +119,13 @@ def _add_theory_args(p: argparse.ArgumentParser) -> None:
                    help="token drafter/target time per token, > 0 (n-gram lookup: use a small value, e.g. 0.01)")
     p.add_argument("--budget", "-M", type=positive_int, default=DEFAULTS["budget"],
                    help="parallel budget M: target positions at once (sequences x tokens)")
-    p.add_argument("--mode", choices=("sync", "async"), default=DEFAULTS["mode"], help="LR scheduling")
+    p.add_argument("--mode", choices=LR_MODES, default=DEFAULTS["mode"], help="LR scheduling")
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="lrsim", description="Lookahead Reasoning speedup theory, checks and planning.")
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog="lrsim", description="Lookahead Reasoning speedup theory, checks and planning.")
     parser.add_argument("--version", action="version", version=f"lrsim {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     p = sub.add_parser("plan", help="best split of the budget M between step level (k1) and token level (k2)")
     _add_theory_args(p)
@@ -149,7 +141,7 @@ def build_parser() -> Parser:
     p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
-    p.add_argument("--mode", type=_choice(("ar", "sync", "async")), help="default: the first trace's mode")
+    p.add_argument("--mode", type=_choice(SIM_MODES), help="default: the first trace's mode")
     p.add_argument("--k1", type=positive_int, help="sync: target steps per cycle; async: look-ahead depth")
     p.add_argument("--k2", type=positive_int, help="positions per target pass (n-gram tokens + 1)")
     p.add_argument("--width", type=positive_int, help="W draft candidates per position")
@@ -257,15 +249,15 @@ def cmd_plan(a: argparse.Namespace) -> str:
 
 
 def cmd_replay(a: argparse.Namespace) -> str:
-    from .calibrate import Setting, recorded_setting
     from .replay import format_prediction, predict
+    from .trace import Setting, recorded_setting
 
     traces = _read_traces(a.traces)
     rec = recorded_setting(traces[0].header)
     mode = a.mode or rec.mode
     setting = Setting(mode, a.k1 or (rec.k1 if mode == rec.mode else 4), a.k2 or rec.k2, a.width or rec.width)
     if setting.mode == "ar" and setting.k1 != 1:
-        raise ValueError("mode ar has k1 = 1")
+        raise UsageError("mode ar has k1 = 1")
     p = predict(traces, setting, steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
                 progress=sys.stderr.isatty())
     return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
@@ -319,13 +311,14 @@ def _embedded_summary(budget: int) -> dict:
     """Calibration of the embedded default traces and the closed-form plan they imply, priced by the simulator."""
     from .calibrate import calibrate
     from .replay import closed_form_plan
+    from .trace import mode_name
 
     traces = _read_traces([])
     c = calibrate(traces)
     _, choice = closed_form_plan(traces, budget, memo={"behaviour": c})
     h = traces[0].header
     return {"source": f"lrref {h.backend or ''} on {h.hardware.get('cpus', '?')} CPUs, "
-                      f"modes {', '.join(sorted({t.header.config.get('mode', t.header.mode) for t in traces}))}",
+                      f"modes {', '.join(sorted({mode_name(t.header) for t in traces}))}",
             "alpha1": c.alpha1.p, "alpha1_ci95": [c.alpha1.lo, c.alpha1.hi], "alpha2": c.alpha2, "c1": c.c1,
             "verify_ms": 1000 * c.verify_s.mean,
             "closed_form": {"mode": choice["mode"], "k1": choice["k1"], "k2": choice["k2"],
@@ -363,7 +356,7 @@ def cmd_simulate(a: argparse.Namespace) -> str:
     from pathlib import Path
 
     from .atomic import check_writable
-    from .des import SimConfig, simulate
+    from .sim import SimConfig, simulate
 
     cfg = SimConfig(**_sim_settings(a))
     for path in (a.trace, a.chrome):
@@ -418,24 +411,12 @@ COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    """The ``lrsim`` command: parse, run one command at the shared error boundary, return the exit code."""
+    def command() -> str:
         args = build_parser().parse_args(argv)
-        out = COMMANDS[args.command](args)
-    except (UsageError, ValueError) as e:
-        print(f"lrsim: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"lrsim: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("lrsim: interrupted", file=sys.stderr)
-        return 130
-    try:
-        print(out)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
-    return 0
+        return COMMANDS[args.command](args)
+
+    return run_command("lrsim", command)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What things cost and how long steps are: latency models and distributions for :mod:`lrsim.des`.
+"""What things cost and how long steps are: latency models and distributions for :mod:`lrsim.sim`.
 
 Latency models give the wall time of **one forward pass** (one iteration of a
 continuous-batching server) as a function of the batch and of the positions
@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Union
 
 import numpy as np
 
+from .errors import InputError
 from .fields import option
 
 EXTRAPOLATION = ("error", "clamp", "linear")
@@ -37,7 +38,7 @@ EXTRAPOLATION = ("error", "clamp", "linear")
 
 def _positive(name: str, v: float) -> None:
     if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        raise InputError(f"{name} must be a finite number > 0, got {v!r}")
 
 
 def _lists(v: Any) -> Any:
@@ -70,18 +71,18 @@ class ConstantLatency(_Serialised):
         return self.seconds
 
     def check(self, batch: int, tokens: int = 1) -> None:
-        """Raise ``ValueError`` if the model cannot price this pass (never, here)."""
+        """Raise :class:`InputError` if the model cannot price this pass (never, here)."""
 
 
 def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float, extrapolate: str, what: str) -> float:
     """Piecewise-linear ``y(x)``; outside ``[xs[0], xs[-1]]`` per ``extrapolate``."""
     if len(xs) == 1:
         if x != xs[0] and extrapolate == "error":
-            raise ValueError(f"{what} {x:g} is outside the latency table (only {xs[0]:g})")
+            raise InputError(f"{what} {x:g} is outside the latency table (only {xs[0]:g})")
         return ys[0]
     if x < xs[0] or x > xs[-1]:
         if extrapolate == "error":
-            raise ValueError(f"{what} {x:g} is outside the latency table ({xs[0]:g}..{xs[-1]:g}); "
+            raise InputError(f"{what} {x:g} is outside the latency table ({xs[0]:g}..{xs[-1]:g}); "
                              "extend the table or set extrapolate to 'clamp' or 'linear'")
         if extrapolate == "clamp":
             return ys[0] if x < xs[0] else ys[-1]
@@ -91,15 +92,15 @@ def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float, extrapolate:
     x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
     y = y0 + (y1 - y0) * (x - x0) / (x1 - x0)  # y = y0 + slope * (x - x0)
     if y <= 0:
-        raise ValueError(f"latency table extrapolates to {y:g} s at {what} {x:g}")
+        raise InputError(f"latency table extrapolates to {y:g} s at {what} {x:g}")
     return y
 
 
 def _check_axis(name: str, xs: tuple, ys: tuple) -> None:
     if len(xs) == 0 or len(xs) != len(ys):
-        raise ValueError(f"latency table needs as many {name} values as seconds, at least one")
+        raise InputError(f"latency table needs as many {name} values as seconds, at least one")
     if any(b <= a for a, b in zip(xs, xs[1:])):
-        raise ValueError(f"latency table {name} values must increase strictly")
+        raise InputError(f"latency table {name} values must increase strictly")
     for y in ys:
         _positive("latency table seconds", y)
 
@@ -124,16 +125,16 @@ class CurveLatency(_Serialised):
         object.__setattr__(self, "seconds", tuple(float(v) for v in self.seconds))
         _check_axis("x", self.x, self.seconds)
         if self.axis not in ("positions", "batch"):
-            raise ValueError(f"curve axis must be 'positions' or 'batch', got {self.axis!r}")
+            raise InputError(f"curve axis must be 'positions' or 'batch', got {self.axis!r}")
         if self.extrapolate not in EXTRAPOLATION:
-            raise ValueError(f"extrapolate must be one of {', '.join(EXTRAPOLATION)}, got {self.extrapolate!r}")
+            raise InputError(f"extrapolate must be one of {', '.join(EXTRAPOLATION)}, got {self.extrapolate!r}")
 
     def __call__(self, batch: int, tokens: int = 1) -> float:
         x = batch * tokens if self.axis == "positions" else batch
         return _interp(self.x, self.seconds, x, self.extrapolate, self.axis)
 
     def check(self, batch: int, tokens: int = 1) -> None:
-        """Raise ``ValueError`` (one line) if a pass with this batch and tokens is outside the table."""
+        """Raise :class:`InputError` (one line) if a pass with this batch and tokens is outside the table."""
         self(batch, tokens)
 
 
@@ -152,12 +153,12 @@ class GridLatency(_Serialised):
         object.__setattr__(self, "tokens", tuple(float(v) for v in self.tokens))
         object.__setattr__(self, "seconds", tuple(tuple(float(v) for v in row) for row in self.seconds))
         if len(self.seconds) != len(self.batch) or any(len(r) != len(self.tokens) for r in self.seconds):
-            raise ValueError("grid latency: seconds must have one row per batch and one column per tokens value")
+            raise InputError("grid latency: seconds must have one row per batch and one column per tokens value")
         for row in self.seconds:
             _check_axis("tokens", self.tokens, row)
         _check_axis("batch", self.batch, tuple(r[0] for r in self.seconds))
         if self.extrapolate not in EXTRAPOLATION:
-            raise ValueError(f"extrapolate must be one of {', '.join(EXTRAPOLATION)}, got {self.extrapolate!r}")
+            raise InputError(f"extrapolate must be one of {', '.join(EXTRAPOLATION)}, got {self.extrapolate!r}")
 
     def __call__(self, batch: int, tokens: int = 1) -> float:
         # interpolate along tokens in every row, then along batch
@@ -184,14 +185,14 @@ def latency_from_dict(d: dict) -> Latency:
 
         return ProfileLatency.from_dict(d)
     if not isinstance(d, dict) or d.get("kind") not in LATENCY_KINDS:
-        raise ValueError(f"latency model needs 'kind' in {', '.join(LATENCY_KINDS)}")
+        raise InputError(f"latency model needs 'kind' in {', '.join(LATENCY_KINDS)}")
     d = dict(d)
     cls = LATENCY_KINDS[d.pop("kind")]
     scale = float(d.pop("scale", 1.0))
     known = {f.name for f in fields(cls)}
     unknown = set(d) - known
     if unknown:
-        raise ValueError(f"{cls.kind} latency model has no field(s) {', '.join(sorted(unknown))}")
+        raise InputError(f"{cls.kind} latency model has no field(s) {', '.join(sorted(unknown))}")
     if scale != 1.0:
         if cls is ConstantLatency:
             d["seconds"] = float(d.get("seconds", 1.0)) * scale
@@ -202,7 +203,7 @@ def latency_from_dict(d: dict) -> Latency:
     try:
         return cls(**d)
     except TypeError as e:
-        raise ValueError(f"bad {cls.kind} latency model: {e}") from None
+        raise InputError(f"bad {cls.kind} latency model: {e}") from None
 
 
 def load_latency(spec: str) -> Latency:
@@ -219,12 +220,12 @@ def load_latency(spec: str) -> Latency:
     else:
         p = Path(spec)
         if not p.is_file():
-            raise ValueError(f"latency model {spec!r}: not a number, JSON object or file")
-        text = p.read_text()
+            raise InputError(f"latency model {spec!r}: not a number, JSON object or file")
+        text = _read(p, f"latency model {spec!r}")
     try:
         return latency_from_dict(json.loads(text))
     except json.JSONDecodeError as e:
-        raise ValueError(f"latency model {spec[:60]!r}: invalid JSON ({e.msg})") from None
+        raise InputError(f"latency model {spec[:60]!r}: invalid JSON ({e.msg})") from None
 
 
 # ----------------------------------------------------------------------------- distributions
@@ -239,7 +240,7 @@ class Constant(_Serialised):
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.value) and self.value >= 0):
-            raise ValueError(f"constant must be a finite number >= 0, got {self.value!r}")
+            raise InputError(f"constant must be a finite number >= 0, got {self.value!r}")
 
     @property
     def mean(self) -> float:
@@ -259,7 +260,7 @@ class Empirical(_Serialised):
     def __post_init__(self) -> None:
         vals = tuple(float(v) for v in self.values)
         if not vals or not all(math.isfinite(v) and v >= 0 for v in vals):
-            raise ValueError("empirical sample must be a non-empty list of finite numbers >= 0")
+            raise InputError("empirical sample must be a non-empty list of finite numbers >= 0")
         object.__setattr__(self, "values", vals)
 
     @property
@@ -280,7 +281,7 @@ class Uniform(_Serialised):
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.low) and math.isfinite(self.high) and 0 <= self.low <= self.high):
-            raise ValueError(f"uniform needs 0 <= low <= high, got {self.low!r}, {self.high!r}")
+            raise InputError(f"uniform needs 0 <= low <= high, got {self.low!r}, {self.high!r}")
 
     @property
     def mean(self) -> float:
@@ -301,7 +302,7 @@ class LogNormal(_Serialised):
     def __post_init__(self) -> None:
         _positive("lognormal mean", self.mean_value)
         if not (math.isfinite(self.cv) and self.cv >= 0):
-            raise ValueError(f"lognormal cv must be a finite number >= 0, got {self.cv!r}")
+            raise InputError(f"lognormal cv must be a finite number >= 0, got {self.cv!r}")
 
     @property
     def mean(self) -> float:
@@ -339,20 +340,28 @@ DIST_SYNTAX = "N | const:N | empirical:A,B,C | empirical:@FILE | uniform:LO,HI |
 def dist_from_dict(d: dict) -> Dist:
     """Inverse of ``to_dict``: ``{"kind": "lognormal", "mean_value": 52, "cv": 0.5}``."""
     if not isinstance(d, dict) or d.get("kind") not in DIST_KINDS:
-        raise ValueError(f"distribution needs 'kind' in {', '.join(DIST_KINDS)}")
+        raise InputError(f"distribution needs 'kind' in {', '.join(DIST_KINDS)}")
     d = dict(d)
     cls = DIST_KINDS[d.pop("kind")]
     try:
         return cls(**d)
     except TypeError as e:
-        raise ValueError(f"bad {cls.kind} distribution: {e}") from None
+        raise InputError(f"bad {cls.kind} distribution: {e}") from None
+
+
+def _read(p: Path, what: str) -> str:
+    """A model file's text; a file that cannot be read as UTF-8 is bad input."""
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{what}: cannot read {p} ({e})") from None
 
 
 def _numbers(text: str, what: str) -> list[float]:
     try:
         return [float(v) for v in text.replace(",", " ").split()]
     except ValueError:
-        raise ValueError(f"{what}: expected numbers, got {text[:60]!r}") from None
+        raise InputError(f"{what}: expected numbers, got {text[:60]!r}") from None
 
 
 def parse_dist(spec: str) -> Dist:
@@ -365,14 +374,14 @@ def parse_dist(spec: str) -> Dist:
     if kind == "empirical" and arg.startswith("@"):
         p = Path(arg[1:])
         if not p.is_file():
-            raise ValueError(f"empirical sample file {p} not found")
-        arg = p.read_text()
+            raise InputError(f"empirical sample file {p} not found")
+        arg = _read(p, "empirical sample file")
     nums = _numbers(arg, kind)
     arity = {"constant": 1, "uniform": 2, "lognormal": 2, "exponential": 1}
     if kind == "empirical":
         return Empirical(tuple(nums))
     if kind not in arity:
-        raise ValueError(f"unknown distribution {kind!r}: expected {DIST_SYNTAX}")
+        raise InputError(f"unknown distribution {kind!r}: expected {DIST_SYNTAX}")
     if len(nums) != arity[kind]:
-        raise ValueError(f"{kind} takes {arity[kind]} number(s), got {len(nums)}")
+        raise InputError(f"{kind} takes {arity[kind]} number(s), got {len(nums)}")
     return DIST_KINDS[kind](*nums)

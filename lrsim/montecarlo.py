@@ -12,7 +12,7 @@ renewal-reward ratio ``sum(steps) / sum(time)``.
 - async LR, App. B, ``k < ceil(1/c)``: steps ``X + 1``,
   time ``ceil((X+1)/k) + c (X mod k)``.
 
-These are the models the theorems state; :mod:`lrsim.des` (the event
+These are the models the theorems state; :mod:`lrsim.sim` (the event
 simulator) tests whether the async stage model describes a real pipeline.
 """
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .errors import InputError
 from .theory import MODES, Mode, draft_limit, f_step, g, parallel_dim
 
 
@@ -87,17 +88,17 @@ class Plan:
 
 
 def validate(alpha1: float, c1: float, alpha2: float, c2: float, budget: int, mode: str) -> None:
-    """Raise ``ValueError`` with a one-line message for any bad parameter."""
+    """Raise :class:`InputError` (a ``ValueError``) with a one-line message for any bad parameter."""
     for name, a in (("alpha1", alpha1), ("alpha2", alpha2)):
         if not (isinstance(a, (int, float)) and 0 < a < 1):
-            raise ValueError(f"{name} must lie in (0, 1), got {a!r}")
+            raise InputError(f"{name} must lie in (0, 1), got {a!r}")
     for name, c in (("c1", c1), ("c2", c2)):
         if not (isinstance(c, (int, float)) and np.isfinite(c) and c > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {c!r}")
+            raise InputError(f"{name} must be a finite number > 0, got {c!r}")
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+        raise InputError(f"budget must be an integer >= 1, got {budget!r}")
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+        raise InputError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
 
 
 def max_depth(c1: float, budget: int, mode: Mode) -> int:

@@ -5,11 +5,11 @@ A prediction combines two calibrations (:mod:`lrsim.calibrate`):
 - **behaviour**, from every trace: step acceptance ``alpha1``, token
   acceptance ``alpha2``, empirical draft and target step lengths;
 - **timing**, from the traces that ran on the same hardware share as the
-  predicted mode (:func:`lrsim.calibrate.target_setup`): the target's cost
+  predicted mode (``hardware`` of :func:`lrsim.trace.recorded_setting`): the target's cost
   per forward pass by positions in the pass, the draft's cost per token by
   batch, the verifier's latency sample.
 
-The simulator (:mod:`lrsim.des`) then runs the predicted configuration and,
+The simulator (:mod:`lrsim.sim`) then runs the predicted configuration and,
 as the baseline, target-only decoding priced with the timing of the
 recorded autoregressive traces (or, without any, of the predicted mode's
 own setup).  ``speedup = baseline seconds per token / predicted seconds per
@@ -28,10 +28,12 @@ from typing import Sequence
 import numpy as np
 
 from . import theory
-from .calibrate import (Calibration, Setting, Summary, calibrate, per_forward_by_batch_k2, per_forward_by_positions,
-                        recorded_setting, target_setup)
+from .calibrate import Calibration, Summary, calibrate, per_forward_by_batch_k2, per_forward_by_positions
+from .errors import InputError
 from .latency import ConstantLatency, CurveLatency, Empirical, GridLatency, Latency
-from .trace import Trace, read_trace
+from .modes import LR_MODES
+from .sim import SimConfig, simulate
+from .trace import Setting, Trace, read_trace, recorded_setting
 
 TINY_C2 = 1e-9  # n-gram drafting cost: already inside the measured cost of a pass
 
@@ -40,7 +42,7 @@ def latency_curve(table: dict[int, Summary], axis: str) -> Latency:
     """Piecewise-linear latency over the measured points; flat outside unless it rises at the top end."""
     xs = sorted(x for x, s in table.items() if s.n > 0 and s.mean > 0)
     if not xs:
-        raise ValueError("no timed steps in these traces: cannot calibrate a latency")
+        raise InputError("no timed steps in these traces: cannot calibrate a latency")
     ys = [table[x].mean for x in xs]
     if len(xs) == 1:
         return ConstantLatency(ys[0])
@@ -53,7 +55,7 @@ def _token_ratios(traces: Sequence[Trace]) -> dict[int, float]:
     smaller sample)."""
     by_setup: dict[str, list[Trace]] = {}
     for t in traces:
-        by_setup.setdefault(target_setup(t.header), []).append(t)
+        by_setup.setdefault(recorded_setting(t.header).hardware, []).append(t)
     ratios: dict[int, list[tuple[float, int]]] = {}
     for ts in by_setup.values():
         table = per_forward_by_batch_k2(ts)
@@ -116,7 +118,7 @@ def target_latency(timing: Sequence[Trace], every: Sequence[Trace], k2: int) -> 
         tkm = have.get(k2) or t1m * factors[k2]  # T(b, k2) = T(b, 1) r(k2) unless measured
         rows.append((b, t1m, max(tkm, t1m)))
     if not rows:
-        raise ValueError("no timed target passes in these traces: cannot calibrate a latency")
+        raise InputError("no timed target passes in these traces: cannot calibrate a latency")
     rising = len(rows) > 1 and rows[-1][1] >= rows[-2][1]
     tokens = (1.0, float(k2)) if k2 > 1 else (1.0,)
     return GridLatency(tuple(b for b, *_ in rows), tokens,
@@ -129,23 +131,15 @@ def _group(traces: Sequence[Trace], mode: str) -> list[Trace]:
     same = [t for t in traces if recorded_setting(t.header).mode == mode]
     if not same:
         return list(traces)
-    setups = {target_setup(t.header) for t in same}
-    return [t for t in traces if target_setup(t.header) in setups]
-
-
-def measured_tokens_per_second(trace: Trace) -> float | None:
-    """Output tokens over wall time summed over the trace's finished requests."""
-    reqs = [r for r in trace.requests if r.end > r.start]
-    if not reqs:
-        return None
-    return sum(r.output_tokens for r in reqs) / sum(r.end - r.start for r in reqs)
+    setups = {recorded_setting(t.header).hardware for t in same}
+    return [t for t in traces if recorded_setting(t.header).hardware in setups]
 
 
 @dataclass
 class Prediction:
     """Predicted speedup of one setting over target-only decoding."""
 
-    setting: Setting
+    setting: Setting  #: as simulated: verifier calls and hardware share are those the traces recorded
     speedup: float
     speedup_ci95: tuple[float, float] | None
     tokens_per_second: float  #: predicted, in the traces' time unit
@@ -165,12 +159,12 @@ def verify_calls(traces: Sequence[Trace]) -> str:
     """How the recorded sync decoder called its verifier: 'one' call per cycle or one 'per_pair'.
 
     Read off the sync traces (pairs of a cycle share one verify span, or follow
-    one another); without any, lrref's sync decoder is 'per_pair'.
+    one another); without any verify span, what the sync traces' settings say
+    ('per_pair' if one of them does), else 'one'.
     """
     shared = sequential = 0
-    for t in traces:
-        if recorded_setting(t.header).mode != "sync":
-            continue
+    sync = [t for t in traces if recorded_setting(t.header).mode == "sync"]
+    for t in sync:
         spans: dict[tuple[int, int], set] = {}
         for s in t.steps:
             if s.verify_start is not None:
@@ -180,25 +174,23 @@ def verify_calls(traces: Sequence[Trace]) -> str:
             sequential += len(starts) > 1
     if shared or sequential:
         return "per_pair" if sequential > shared else "one"
-    return "per_pair" if any(t.header.source == "lrref" for t in traces) else "one"
+    return "per_pair" if any(recorded_setting(t.header).verify_calls == "per_pair" for t in sync) else "one"
 
 
 def sim_config(behaviour: Calibration, timing: Calibration, setting: Setting, steps: int, seed: int,
                correlation: float = 0.0, target: Latency | None = None, calls: str = "one"):
-    """The :class:`lrsim.des.SimConfig` of ``setting`` on the calibrated workload.
+    """The :class:`lrsim.sim.SimConfig` of ``setting`` on the calibrated workload.
 
     ``target``: the pass latency (default: ``timing``'s positions curve).  With
     ``k2 > 1`` the drafter speculates tokens too (lrref's default ``draft_ngram``).
     ``calls``: the sync verifier's :func:`verify_calls`.
     """
-    from .des import SimConfig
-
     if behaviour.alpha1 is None and setting.mode != "ar" and setting.k1 > 1:
-        raise ValueError("these traces hold no verified drafts: cannot predict an LR configuration")
+        raise InputError("these traces hold no verified drafts: cannot predict an LR configuration")
     if setting.k2 > 1 and behaviour.alpha2 is None:
-        raise ValueError("these traces hold no token-speculation data: cannot predict k2 > 1")
+        raise InputError("these traces hold no token-speculation data: cannot predict k2 > 1")
     if behaviour.target_tokens is None:
-        raise ValueError("these traces hold no target steps with token counts")
+        raise InputError("these traces hold no target steps with token counts")
     lengths = Empirical(tuple(behaviour.target_tokens.samples))
     draft_len = Empirical(tuple(behaviour.draft_tokens.samples)) if behaviour.draft_tokens else None
     draft_lat = latency_curve(timing.draft_s_per_token, "batch") if timing.draft_s_per_token else None
@@ -231,8 +223,6 @@ def _point(traces: Sequence[Trace], setting: Setting, steps: int, seed: int, cor
     ``memo``: a dict kept across calls on the *same* traces (the candidates of a
     plan) so that their calibrations and the baseline run are computed once.
     """
-    from .des import simulate
-
     memo = {} if memo is None else memo
     once = partial(_once, memo)
     behaviour = once("behaviour", lambda: calibrate(traces))
@@ -267,7 +257,11 @@ def _resample(traces: Sequence[Trace], rng: np.random.Generator) -> list[Trace]:
 
 def predict(traces: Sequence[Trace], setting: Setting, steps: int = 20_000, seed: int = 0,
             bootstrap: int = 20, correlation: float = 0.0, progress: bool = False) -> Prediction:
-    """Predicted speedup of ``setting`` on the workload the traces recorded."""
+    """Predicted speedup of ``setting`` on the workload the traces recorded.
+
+    Only the mode, ``k1``, ``k2`` and width of ``setting`` are asked for: the
+    verifier calls and the timing's hardware share come from the traces.
+    """
     from tqdm.auto import tqdm
 
     sp, spt, base_spt, behaviour, timing, _ = _point(traces, setting, steps, seed, correlation)
@@ -284,9 +278,16 @@ def predict(traces: Sequence[Trace], setting: Setting, steps: int = 20_000, seed
         a2 = behaviour.alpha2 if setting.k2 > 1 else 0.5
         f_mode = "async" if setting.mode == "async" else "sync"
         closed = float(theory.h(behaviour.alpha1.p, timing.c1, setting.k1, a2, TINY_C2, setting.k2, f_mode))
-    return Prediction(setting, float(sp), ci, 1 / spt, 1 / base_spt, closed,
+    return Prediction(_as_simulated(traces, setting), float(sp), ci, 1 / spt, 1 / base_spt, closed,
                       behaviour.alpha1.p if behaviour.alpha1 else math.nan, behaviour.alpha2, timing.c1,
                       len(reps), notes)
+
+
+def _as_simulated(traces: Sequence[Trace], setting: Setting) -> Setting:
+    """``setting`` with what replay simulates it with: the recorded verifier calls (sync) and hardware share(s)."""
+    hardware = sorted({recorded_setting(t.header).hardware for t in _group(traces, setting.mode)})
+    calls = verify_calls(traces) if setting.mode == "sync" else "one"
+    return replace(setting, verify_calls=calls, hardware=",".join(hardware))
 
 
 def predict_files(paths: Sequence[str], setting: Setting | None = None, **kw) -> tuple[Prediction, list[str]]:
@@ -359,7 +360,7 @@ def plan_from_traces(traces: Sequence[Trace], budget: int, k2_max: int = 8, step
     if behaviour.alpha2 is None:
         notes.append("no trace ran token speculation: k2 = 1 only")
     if behaviour.alpha1 is None:
-        raise ValueError("these traces hold no verified drafts: cannot plan LR")
+        raise InputError("these traces hold no verified drafts: cannot plan LR")
     ranked, memo = [], {"behaviour": behaviour}
     for s in tqdm(candidates(budget, k2_options), desc="candidates", disable=not progress, leave=False):
         sp, *_, peak = _point(traces, s, steps, seed, 0.0, memo)
@@ -388,10 +389,10 @@ def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, se
     memo = {} if memo is None else memo
     behaviour = _once(memo, "behaviour", lambda: calibrate(traces))
     if behaviour.alpha1 is None:
-        raise ValueError("these traces hold no verified drafts: cannot plan LR")
+        raise InputError("these traces hold no verified drafts: cannot plan LR")
     a2 = behaviour.alpha2 if behaviour.alpha2 is not None else 0.5
     cf = {}
-    for mode in ("sync", "async"):
+    for mode in LR_MODES:
         timing = _once(memo, ("timing", mode), lambda m=mode: calibrate(_group(traces, m)))
         p = plan(min(max(behaviour.alpha1.p, 1e-6), 1 - 1e-6), timing.c1 or 0.5, min(max(a2, 1e-6), 1 - 1e-6),
                  TINY_C2, budget, mode)

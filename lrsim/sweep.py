@@ -1,4 +1,4 @@
-"""Grid sweeps of :mod:`lrsim.des`: every point of a Cartesian grid is one simulation.
+"""Grid sweeps of :mod:`lrsim.sim`: every point of a Cartesian grid is one simulation.
 
 Runs on a local process pool (all cores by default) or, given a scheduler
 address, on a Dask cluster (``dask.distributed``); shows a tqdm progress bar
@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .atomic import atomic_write, check_writable
-from .des import SimConfig, simulate
+from .errors import InputError
+from .sim import SimConfig, simulate
 
 GRID_SYNTAX = "V | A,B,C | START:STOP:NUM (NUM evenly spaced values, both ends included)"
 FORMATS = (".csv", ".parquet")
@@ -38,7 +39,7 @@ def parse_grid(text: str, convert: Callable[[str], Any] = float) -> list:
     """Values of one grid axis: ``0.7``, ``1,2,4,8`` or ``0.5:0.9:5`` (linspace, ends included).
 
     ``convert`` parses (and checks) one value; it raises ``ValueError`` or
-    ``argparse.ArgumentTypeError`` on bad input.
+    ``argparse.ArgumentTypeError`` on bad input, reported as :class:`InputError`.
     """
     text = text.strip()
     if text.count(":") == 2:
@@ -46,19 +47,19 @@ def parse_grid(text: str, convert: Callable[[str], Any] = float) -> list:
         try:
             lo, hi, num = float(a), float(b), int(n)
         except ValueError:
-            raise ValueError(f"bad range {text!r}: expected {GRID_SYNTAX}") from None
+            raise InputError(f"bad range {text!r}: expected {GRID_SYNTAX}") from None
         if num < 1:
-            raise ValueError(f"bad range {text!r}: NUM must be >= 1")
+            raise InputError(f"bad range {text!r}: NUM must be >= 1")
         items = [str(int(round(v))) if abs(v - round(v)) < 1e-9 else repr(round(v, 12))
                  for v in np.linspace(lo, hi, num).tolist()]
     else:
         items = [v.strip() for v in text.split(",") if v.strip()]
     if not items:
-        raise ValueError(f"empty grid {text!r}: expected {GRID_SYNTAX}")
+        raise InputError(f"empty grid {text!r}: expected {GRID_SYNTAX}")
     try:
         return [convert(v) for v in items]
     except (ValueError, TypeError, argparse.ArgumentTypeError) as e:
-        raise ValueError(f"bad grid value in {text!r}: {e}") from None
+        raise InputError(f"bad grid value in {text!r}: {e}") from None
 
 
 def grid_points(axes: dict[str, list]) -> list[dict]:
@@ -71,7 +72,7 @@ def build_configs(base: dict, axes: dict[str, list], skip_invalid: bool = False,
                   distinct_seeds: bool = False) -> tuple[list[SimConfig], int]:
     """One validated :class:`SimConfig` per grid point; returns (configs, number skipped).
 
-    An invalid point raises ``ValueError`` naming it, unless ``skip_invalid``.
+    An invalid point raises :class:`InputError` naming it, unless ``skip_invalid``.
     """
     configs, skipped = [], 0
     for i, point in enumerate(grid_points(axes)):
@@ -79,13 +80,13 @@ def build_configs(base: dict, axes: dict[str, list], skip_invalid: bool = False,
             point = point | {"seed": (base | point).get("seed", 0) + i}
         try:
             configs.append(SimConfig(**(base | point)))
-        except ValueError as e:
+        except InputError as e:
             if not skip_invalid:
                 where = ", ".join(f"{k}={v}" for k, v in point.items())
-                raise ValueError(f"grid point {where}: {e} (use --skip-invalid to leave such points out)") from None
+                raise InputError(f"grid point {where}: {e} (use --skip-invalid to leave such points out)") from None
             skipped += 1
     if not configs:
-        raise ValueError("no valid grid point")
+        raise InputError("no valid grid point")
     return configs, skipped
 
 
@@ -143,18 +144,18 @@ def run_configs(configs: list[SimConfig], workers: int | None = None, scheduler:
 
 
 def _dask_client(scheduler: Any):
-    """A ``distributed.Client`` for an address (or the client given); one-line ``ValueError`` if unreachable."""
+    """A ``distributed.Client`` for an address (or the client given); one-line :class:`InputError` if unreachable."""
     try:
         from distributed import Client
     except ImportError:
-        raise ValueError("--scheduler needs dask.distributed: pip install 'lookahead-reasoning[dask]'") from None
+        raise InputError("--scheduler needs dask.distributed: pip install 'lookahead-reasoning[dask]'") from None
     if isinstance(scheduler, Client):
         return scheduler
     try:
         return Client(scheduler, timeout="10s")
     except (OSError, TimeoutError, ValueError, TypeError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"cannot reach the Dask scheduler at {scheduler}: {msg}") from None
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {msg}") from None
 
 
 def _run_dask(configs: list[SimConfig], client, bar, own: bool) -> list[dict]:
@@ -178,19 +179,16 @@ def check_output(path: str | os.PathLike) -> Path:
     """Refuse, before any work, an output whose format is unknown or whose directory is not writable."""
     p = Path(path)
     if p.suffix.lower() not in FORMATS:
-        raise ValueError(f"output {p}: unknown format {p.suffix or '(none)'!r}; use .csv or .parquet")
+        raise InputError(f"output {p}: unknown format {p.suffix or '(none)'!r}; use .csv or .parquet")
     if p.suffix.lower() == ".parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise ValueError("writing Parquet needs pyarrow: pip install 'lookahead-reasoning[parquet]'") from None
+            raise InputError("writing Parquet needs pyarrow: pip install 'lookahead-reasoning[parquet]'") from None
     if p.is_dir():
-        raise ValueError(f"output {p} is a directory")
+        raise InputError(f"output {p} is a directory")
     check_writable(p)
     return p
-
-
-
 
 
 def table_bytes(rows: list[dict], fmt: str) -> bytes:

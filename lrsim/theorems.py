@@ -224,6 +224,12 @@ def check_theorem3(resolution: int = 12, budgets=(4, 6, 8, 10, 12, 16, 24, 32, 6
 THM4_REGION = {"alpha": (0.52, 0.8), "c1": (0.0, 1 / 3), "c2": (0.0, 0.2), "M_min": 16}
 
 
+def _region() -> tuple[tuple[float, float], tuple[float, float], tuple[float, float], int]:
+    """Theorem 4's region: (alpha bounds, c1 bounds, c2 bounds, smallest even M)."""
+    r = THM4_REGION
+    return r["alpha"], r["c1"], r["c2"], r["M_min"]
+
+
 def _open_grid(lo: float, hi: float, n: int) -> np.ndarray:
     """n points strictly inside (lo, hi), reaching to within (hi-lo)/(n+1) of each edge."""
     return np.linspace(lo, hi, n + 2)[1:-1]
@@ -242,12 +248,12 @@ def _scan(a1, c1, a2, c2, budgets, mode="async", progress=None):
 
 
 def thm4_scan(resolution: int = 14, m_max: int = 64, progress: bool = False) -> dict:
-    """Dense scan of Theorem 4's region: ``resolution`` values per axis, even M in [16, m_max]."""
-    (alo, ahi), (_, c1hi), (_, c2hi) = THM4_REGION["alpha"], THM4_REGION["c1"], THM4_REGION["c2"]
+    """Dense scan of Theorem 4's region: ``resolution`` values per axis, even M in [M_min, m_max]."""
+    (alo, ahi), (c1lo, c1hi), (c2lo, c2hi), m_min = _region()
     ax = _open_grid(alo, ahi, resolution)
     A1, C1, A2, C2 = (m.ravel() for m in np.meshgrid(
-        ax, _open_grid(0, c1hi, resolution), ax, _open_grid(0, c2hi, resolution), indexing="ij"))
-    budgets = list(range(16, m_max + 1, 2))
+        ax, _open_grid(c1lo, c1hi, resolution), ax, _open_grid(c2lo, c2hi, resolution), indexing="ij"))
+    budgets = list(range(m_min, m_max + 1, 2))
     with tqdm(total=len(budgets), desc="Theorem 4 scan", disable=not progress, leave=False) as bar:
         return _scan(A1, C1, A2, C2, budgets, progress=bar)
 
@@ -255,28 +261,31 @@ def thm4_scan(resolution: int = 14, m_max: int = 64, progress: bool = False) -> 
 def _edges(m_max: int) -> dict:
     """Corners and near-edge points of the region (1e-9 inside), M up to max(m_max, 256)."""
     eps = 1e-9
-    a = [0.52 + eps, 0.6, 0.7, 0.8 - eps]
-    c1 = [1e-6, 0.01, 0.2, 1 / 3 - eps]
-    c2 = [1e-6, 0.01, 0.1, 0.2 - eps]
+    (alo, ahi), (_, c1hi), (_, c2hi), m_min = _region()
+    a = [alo + eps, 0.6, 0.7, ahi - eps]
+    c1 = [1e-6, 0.01, 0.2, c1hi - eps]
+    c2 = [1e-6, 0.01, 0.1, c2hi - eps]
     A1, C1, A2, C2 = (m.ravel() for m in np.meshgrid(a, c1, a, c2, indexing="ij"))
-    return _scan(A1, C1, A2, C2, list(range(16, max(m_max, 256) + 1, 2)))
+    return _scan(A1, C1, A2, C2, list(range(m_min, max(m_max, 256) + 1, 2)))
 
 
 def _relaxed(resolution: int) -> dict[str, dict]:
     """Each constraint of Theorem 4 violated on its own (others kept inside)."""
     n = max(resolution // 2, 5)
-    inside_a = _open_grid(0.52, 0.8, n)
-    inside_c1 = _open_grid(0, 1 / 3, n)
-    inside_c2 = _open_grid(0, 0.2, n)
+    (alo, ahi), (c1lo, c1hi), (c2lo, c2hi), m_min = _region()
+    inside_a = _open_grid(alo, ahi, n)
+    inside_c1 = _open_grid(c1lo, c1hi, n)
+    inside_c2 = _open_grid(c2lo, c2hi, n)
+    two = [m_min, 2 * m_min]
     cases = {
-        "alpha1 in (0.3, 0.52]": (np.linspace(0.3, 0.52, n), inside_c1, inside_a, inside_c2, [16, 32]),
-        "alpha1 in [0.8, 0.97)": (np.linspace(0.8, 0.97, n), inside_c1, inside_a, inside_c2, [16, 32]),
-        "alpha2 in (0.3, 0.52]": (inside_a, inside_c1, np.linspace(0.3, 0.52, n), inside_c2, [16, 32]),
-        "alpha2 in [0.8, 0.97)": (inside_a, inside_c1, np.linspace(0.8, 0.97, n), inside_c2, [16, 32]),
-        "c1 in [1/3, 0.9]": (inside_a, np.linspace(1 / 3, 0.9, n), inside_a, inside_c2, [16, 32]),
-        "c2 in [0.2, 0.9]": (inside_a, inside_c1, inside_a, np.linspace(0.2, 0.9, n), [16, 32]),
-        "M in {4,...,15}": (inside_a, inside_c1, inside_a, inside_c2, list(range(4, 16))),
-        "odd M in {17,...,63}": (inside_a, inside_c1, inside_a, inside_c2, list(range(17, 64, 2))),
+        f"alpha1 in (0.3, {alo:g}]": (np.linspace(0.3, alo, n), inside_c1, inside_a, inside_c2, two),
+        f"alpha1 in [{ahi:g}, 0.97)": (np.linspace(ahi, 0.97, n), inside_c1, inside_a, inside_c2, two),
+        f"alpha2 in (0.3, {alo:g}]": (inside_a, inside_c1, np.linspace(0.3, alo, n), inside_c2, two),
+        f"alpha2 in [{ahi:g}, 0.97)": (inside_a, inside_c1, np.linspace(ahi, 0.97, n), inside_c2, two),
+        "c1 in [1/3, 0.9]": (inside_a, np.linspace(c1hi, 0.9, n), inside_a, inside_c2, two),
+        f"c2 in [{c2hi:g}, 0.9]": (inside_a, inside_c1, inside_a, np.linspace(c2hi, 0.9, n), two),
+        f"M in {{4,...,{m_min - 1}}}": (inside_a, inside_c1, inside_a, inside_c2, list(range(4, m_min))),
+        f"odd M in {{{m_min + 1},...,63}}": (inside_a, inside_c1, inside_a, inside_c2, list(range(m_min + 1, 64, 2))),
     }
     out = {}
     for label, (a1, c1, a2, c2, budgets) in cases.items():
@@ -305,7 +314,7 @@ def check_theorem4(resolution: int = 14, m_max: int = 64, progress: bool = False
             "worst": _point(**{k: v[j] for k, v in r.items()}),
         }
     details = {
-        "scan": f"{resolution} values per axis strictly inside the region, even M in [16, {m_max}]",
+        "scan": f"{resolution} values per axis strictly inside the region, even M in [{THM4_REGION['M_min']}, {m_max}]",
         "scan_points": int(scan["margin"].size),
         "edge_points": int(edges["margin"].size),
         "worst_margin": _point(**{k: v[i] for k, v in inside.items()}),

@@ -26,28 +26,31 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .errors import InputError
+from .modes import LR_MODES
+
 Mode = Literal["sync", "async"]
-MODES: tuple[str, ...] = ("sync", "async")
+MODES: tuple[str, ...] = LR_MODES
 
 
 def _alpha(alpha: ArrayLike) -> np.ndarray:
     a = np.asarray(alpha, dtype=float)
     if not np.all((a > 0) & (a < 1)):
-        raise ValueError("alpha must lie in the open interval (0, 1)")
+        raise InputError("alpha must lie in the open interval (0, 1)")
     return a
 
 
 def _cost(c: ArrayLike) -> np.ndarray:
     c = np.asarray(c, dtype=float)
     if not np.all((c > 0) & np.isfinite(c)):
-        raise ValueError("c must be a finite number > 0")
+        raise InputError("c must be a finite number > 0")
     return c
 
 
 def _depth(k: ArrayLike) -> np.ndarray:
     k = np.asarray(k, dtype=float)
     if not np.all((k >= 1) & (k == np.floor(k))):
-        raise ValueError("k must be an integer >= 1")
+        raise InputError("k must be an integer >= 1")
     return k
 
 
@@ -137,7 +140,7 @@ def f_step(alpha: ArrayLike, c: ArrayLike, k: ArrayLike, mode: Mode) -> np.ndarr
         return f_sync(alpha, c, k)
     if mode == "async":
         return f_async(alpha, c, k)
-    raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+    raise InputError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
 
 
 def parallel_dim(c1: ArrayLike, k1: ArrayLike, mode: Mode) -> np.ndarray:
@@ -147,7 +150,7 @@ def parallel_dim(c1: ArrayLike, k1: ArrayLike, mode: Mode) -> np.ndarray:
         return k1 * np.ones_like(np.asarray(c1, dtype=float))
     if mode == "async":
         return np.minimum(draft_limit(c1), k1)
-    raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+    raise InputError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
 
 
 def h(

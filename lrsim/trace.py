@@ -4,9 +4,10 @@ Dependency-free (standard library only) so both sides import it.  A trace is a
 JSON Lines file, UTF-8, one JSON object per line, flushed as it is written:
 
 1. line 1, a **header** (``"type": "header"``): schema name and version, what
-   made the run (``source``), the mode, the configuration, models, backend and
-   hardware.  Only the header is required; a run killed after it is a valid,
-   empty trace.
+   made the run (``source``), the mode, the configuration, the run in the
+   simulator's terms (``setting``, see :class:`Setting`; what calibration and
+   replay read), models, backend and hardware.  Only the header is required; a
+   run killed after it is a valid, empty trace.
 2. any number of **step** records (``"type": "step"``), one per drafted
    candidate (request, cycle, position, branch) or per target-only step,
    written once its fate is known (committed, rejected or cancelled).
@@ -37,6 +38,8 @@ Step record semantics:
 from __future__ import annotations
 
 import gzip
+import inspect
+import itertools
 import json
 import os
 import platform
@@ -47,14 +50,56 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
+from .atomic import atomic_output
+from .errors import InputError
 from .fields import option
+from .modes import SIM_MODES, VERIFY_CALLS
 
 SCHEMA = "lr-trace"
 VERSION = 1  # major version: bump on incompatible changes
+SETTING_VERSION = 1  # major version of the header's ``setting``
 
 
-class TraceError(ValueError):
+class TraceError(InputError):
     """A trace that cannot be read at all (missing, no header, wrong schema or version)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The header's `setting`: the run in the simulator's terms (`lrsim.sim.SimConfig` fields), with its own
+    `version` (now 1; readers refuse other versions).  Calibration and replay read a run's configuration only
+    from here, so any decoder that writes it can be calibrated and replayed.  A header without it (older traces)
+    is decoded from its `config`: lrsim's own fields, or lrref's (`base_mode`; sync `k1 = gamma + 1`, async
+    `k1 = gamma`; `k2 = ngram_k + 1`; `per_pair` for lr-sync; `threads=` its `target_threads` in lr-async,
+    `threads` otherwise)."""
+
+    mode: str = option("'ar' (target only, with or without token speculation), 'sync' or 'async'", "ar")
+    k1: int = option("sync: target steps per cycle (drafted steps + 1); async: look-ahead depth; ar: 1", 1)
+    k2: int = option("positions per target pass: token-speculation tokens + 1 (1 = none)", 1)
+    width: int = option("W: draft candidates per position", 1)
+    verify_calls: str = option("sync: 'one' verifier call per cycle, or 'per_pair' (pairs in order up to the "
+                               "first rejection)", "one")
+    hardware: str = option("label of the hardware share the target ran on, e.g. 'threads=2': latencies are "
+                           "calibrated per label", "default")
+
+    def to_dict(self) -> dict:
+        """The header's ``setting`` object, with its version."""
+        return {"version": SETTING_VERSION} | asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Setting":
+        """Read a header's ``setting`` (unknown fields are ignored); :class:`TraceError` if it is not valid."""
+        if d.get("version") != SETTING_VERSION:
+            raise TraceError(f"unsupported setting version {d.get('version')!r} in the trace header "
+                             f"(this reader knows version {SETTING_VERSION})")
+        s = _build(cls, d)
+        if s.mode not in SIM_MODES or s.verify_calls not in VERIFY_CALLS:
+            raise TraceError(f"bad setting in the trace header: mode {s.mode!r}, verify_calls {s.verify_calls!r}")
+        for name in ("k1", "k2", "width"):
+            v = getattr(s, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise TraceError(f"bad setting in the trace header: {name} must be an integer >= 1, got {v!r}")
+        return s
 
 
 
@@ -62,9 +107,13 @@ class TraceError(ValueError):
 class Header:
     """First line of every trace."""
 
-    source: str = option("what wrote the trace: 'lrref', 'lrsim.des', or another tool's name", "unknown")
+    source: str = option("what wrote the trace: 'lrref', 'lrsim.sim' (older: 'lrsim.des'), or another tool's name",
+                         "unknown")
     mode: str = option("decoding mode: 'ar', 'sd', 'lr-sync' or 'lr-async' (n-gram use is in config)", "ar")
     config: dict = option("decoding configuration (depth, width, n-gram length, caps, sampling, seed, ...)", None)
+    setting: dict | None = option("the run in the simulator's terms, read by calibration and replay: "
+                                  "`{version, mode, k1, k2, width, verify_calls, hardware}` (see `setting` below); "
+                                  "traces without it are read from their config")
     models: dict = option("model names/paths by role: draft, target, verifier", None)
     backend: str | None = option("'hf', 'vllm', 'des', ...")
     hardware: dict = option("machine facts (platform, cpus, threads, device)", None)
@@ -72,7 +121,7 @@ class Header:
     created: str = option("UTC start time, ISO 8601", "")
     notes: str | None = option("free text")
     summary: dict | None = option("what the run measured, from writers that write the trace after the run "
-                              "(lrsim.des: speedup, CI, acceptance, ...)")
+                              "(lrsim.sim: speedup, CI, acceptance, ...)")
     type: str = "header"
     schema: str = option(f"always '{SCHEMA}'", SCHEMA)
     version: int = option("major schema version", VERSION)
@@ -136,14 +185,15 @@ class RequestRecord:
     type: str = "request"
 
 
-RECORD_TYPES = {"header": Header, "step": StepRecord, "request": RequestRecord}
+DOC_SECTIONS = {"header": Header, "setting": Setting, "step": StepRecord, "request": RequestRecord}
 
 
 def schema_doc() -> str:
     """Field-by-field documentation of the schema (Markdown), generated from the dataclasses."""
     out = [f"# {SCHEMA} version {VERSION}", ""]
-    for name, cls in RECORD_TYPES.items():
-        out += [f"## `{name}`", "", cls.__doc__ or "", "", "| field | type | meaning |", "|---|---|---|"]
+    for name, cls in DOC_SECTIONS.items():
+        out += [f"## `{name}`", "", inspect.cleandoc(cls.__doc__ or ""), "", "| field | type | meaning |",
+                "|---|---|---|"]
         out += [f"| `{f.name}` | `{str(f.type).replace('|', 'or')}` | {f.metadata.get('help', '')} |"
                 for f in fields(cls) if f.name != "type"]
         out.append("")
@@ -159,10 +209,15 @@ def _clean(obj: Any) -> dict:
     return {k: v for k, v in asdict(obj).items() if v is not None or k in ("committed", "decision")}
 
 
+def _line(obj: Any) -> str:
+    """One record as a JSONL line."""
+    return json.dumps(_clean(obj), separators=(",", ":"), allow_nan=False) + "\n"
+
+
 class TraceWriter:
     """Append records to a JSONL trace, one line each, flushed immediately.
 
-    >>> with TraceWriter(path, Header(source="lrsim.des", mode="sync")) as w:  # doctest: +SKIP
+    >>> with TraceWriter(path, Header(source="lrsim.sim", mode="sync")) as w:  # doctest: +SKIP
     ...     w.step(StepRecord(request=0, cycle=0, position=0, committed="target"))
     """
 
@@ -173,23 +228,23 @@ class TraceWriter:
         self._fsync = fsync
         self.t0 = time.perf_counter()
         self.header = header
-        self._write(_clean(header))
+        self._write(header)
 
     def now(self) -> float:
         """Seconds since the writer was created (the trace's clock)."""
         return time.perf_counter() - self.t0
 
-    def _write(self, rec: dict) -> None:
-        self._fh.write(json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n")
+    def _write(self, rec: Any) -> None:
+        self._fh.write(_line(rec))
         self._fh.flush()
         if self._fsync:
             os.fsync(self._fh.fileno())
 
     def step(self, rec: StepRecord) -> None:
-        self._write(_clean(rec))
+        self._write(rec)
 
     def request(self, rec: RequestRecord) -> None:
-        self._write(_clean(rec))
+        self._write(rec)
 
     def close(self) -> None:
         if not self._fh.closed:
@@ -310,19 +365,10 @@ def read_trace(path: str | os.PathLike) -> Trace:
 
 def write_trace(path: str | os.PathLike, header: Header, steps: Iterable[StepRecord],
                 requests: Iterable[RequestRecord] = ()) -> None:
-    """Write a whole trace atomically (temporary file, then rename)."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        with TraceWriter(tmp, header) as w:
-            for s in steps:
-                w.step(s)
-            for r in requests:
-                w.request(r)
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write a whole trace atomically (temporary file, then rename; nothing is left behind on failure)."""
+    with atomic_output(path, text=True) as fh:
+        for rec in itertools.chain([header], steps, requests):
+            fh.write(_line(rec))
 
 
 def to_chrome_trace(trace: Trace) -> dict:
@@ -363,3 +409,50 @@ def default_traces() -> list[Path]:
     if not paths:
         raise TraceError(f"{folder}: the embedded default traces are missing from this installation")
     return paths
+
+
+def recorded_setting(header: Header) -> Setting:
+    """The run a trace recorded, in the simulator's terms: the header's ``setting``, else decoded from its config.
+
+    Calibration and replay read a trace's configuration only through this
+    function.  :class:`TraceError` for a setting of another version or an
+    unknown mode.
+    """
+    if header.setting is not None:
+        if not isinstance(header.setting, dict):
+            raise TraceError("bad setting in the trace header: not a JSON object")
+        return Setting.from_dict(header.setting)
+    return _legacy_setting(header)
+
+
+def _legacy_setting(header: Header) -> Setting:
+    """The setting of a header without one: the config of lrsim's event simulator, or of lrref.
+
+    lrref writes ``gamma`` (drafted steps per sync cycle / async look-ahead),
+    ``base_mode``, ``ngram_k`` and its thread counts: sync ``k1 = gamma + 1``,
+    async ``k1 = gamma``, ``k2`` = n-gram tokens + 1; its sync decoder calls
+    the verifier pair by pair; the target ran on ``target_threads`` threads in
+    lr-async (the draft has the others), on ``threads`` otherwise.
+    """
+    cfg = header.config or {}
+    if header.source == "lrsim.des" or "k1" in cfg:
+        return Setting(str(cfg.get("mode", "ar")), int(cfg.get("k1", 1)), int(cfg.get("k2", 1)),
+                       int(cfg.get("width", 1)), str(cfg.get("verify_calls", "one")), "default")
+    mode = str(cfg.get("base_mode") or header.mode).split("+")[0]
+    k2 = int(cfg.get("k2") or (cfg.get("ngram_k") or cfg.get("ngram") or 0) + 1)
+    gamma = int(cfg.get("gamma") or 1)
+    width = int(cfg.get("width") or 1)
+    threads = cfg.get("target_threads") if mode == "lr-async" else cfg.get("threads")
+    hardware = f"threads={threads}" if threads else "default"
+    if mode in ("ar", "sd"):
+        return Setting("ar", 1, k2, 1, "one", hardware)
+    if mode == "lr-sync":
+        return Setting("sync", gamma + 1, k2, width, "per_pair", hardware)
+    if mode == "lr-async":
+        return Setting("async", gamma, k2, width, "one", hardware)
+    raise TraceError(f"unknown mode {header.mode!r} in the trace header")
+
+
+def mode_name(header: Header) -> str:
+    """The writer's own name for the run's mode (its config's ``mode``, e.g. lrref's 'lr+sd'), else the header's."""
+    return str((header.config or {}).get("mode", header.mode))

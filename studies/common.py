@@ -49,10 +49,8 @@ def error_bars(rows: list[dict]) -> dict:
 
 
 def z_scores(rows: list[dict], exact) -> np.ndarray:
-    """(simulated - exact) / se, with the standard error recovered from the CI (t quantile, 31 df)."""
-    y = column(rows, "speedup")
-    se = (column(rows, "ci_high") - column(rows, "ci_low")) / (2 * 2.0395)
-    return (y - np.asarray(exact, dtype=float)) / se
+    """(simulated - exact) / se, with the simulator's batch-means standard error."""
+    return (column(rows, "speedup") - np.asarray(exact, dtype=float)) / column(rows, "speedup_se")
 
 
 def finish(fig, args: argparse.Namespace, name: str, title: str, **layout) -> None:

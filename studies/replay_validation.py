@@ -33,10 +33,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lrsim.atomic import atomic_write
-from lrsim.calibrate import recorded_setting
 from lrsim.plots import save_figure
 from lrsim.replay import predict
-from lrsim.trace import Trace, read_trace
+from lrsim.trace import Trace, read_trace, recorded_setting
 
 ROOT = Path(__file__).resolve().parents[1]
 FIT = {("g2", "ar"), ("g2", "sd"), ("g2", "lr-async"), ("g2s", "ar"), ("g2s", "lr-sync")}

@@ -14,8 +14,8 @@ from common import CPU_DRAFT, CPU_STEP_TOKENS, CPU_TARGET, MPNET_VERIFY, column,
 from plotly.subplots import make_subplots
 
 from lrsim import theory
-from lrsim.des import accept_probability
 from lrsim.latency import Constant
+from lrsim.sim import accept_probability
 
 WIDTHS = [1, 2, 3, 4, 6, 8]
 ALPHA1, RHO = 0.63, 0.459

@@ -67,9 +67,20 @@ def test_solve_alpha_inverts_the_expected_tokens():
 
 
 def test_wilson_interval():
+    from lrsim.stats import wilson
+
     p = cal.Proportion.of(7, 10)
     assert p.lo == pytest.approx(0.3968, abs=1e-3) and p.hi == pytest.approx(0.8922, abs=1e-3)
-    assert cal.Proportion.of(0, 0).n == 0
+    assert (p.lo, p.hi) == wilson(7, 10)
+    assert cal.Proportion.of(0, 0).n == 0 and wilson(0, 0) == (0.0, 1.0)
+    assert wilson(10, 10)[1] == pytest.approx(1.0) and wilson(0, 10)[0] == 0.0
+
+
+def test_the_benchmark_uses_the_same_wilson_interval():
+    from lrref import bench
+    from lrsim.stats import wilson
+
+    assert bench.wilson is wilson
 
 
 def test_text_report(tmp_path):

@@ -40,6 +40,18 @@ def test_bad_input_is_one_line_exit_2(capsys, argv):
     assert err.count("\n") == 1 and err.startswith("lrsim: error:")
 
 
+def test_an_internal_error_keeps_its_traceback(monkeypatch):
+    # a plain ValueError is a bug, not bad input: the boundary lets it through
+    import lrsim.cli
+
+    def bug(_args):
+        raise ValueError("internal: this is a bug")
+
+    monkeypatch.setitem(lrsim.cli.COMMANDS, "plan", bug)
+    with pytest.raises(ValueError, match="internal: this is a bug"):
+        main(["plan"])
+
+
 def test_console_script_has_no_traceback():
     p = subprocess.run([sys.executable, "-m", "lrsim.cli", "plan", "--alpha1", "2"], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.count("\n") == 1
@@ -58,7 +70,7 @@ def test_report_runs(capsys):
 
 
 def test_lrsim_never_imports_torch():
-    code = ("import sys, lrsim.cli, lrsim.theorems, lrsim.symbolic, lrsim.planner, lrsim.des, lrsim.sweep, "
+    code = ("import sys, lrsim.cli, lrsim.theorems, lrsim.symbolic, lrsim.planner, lrsim.sim, lrsim.sweep, "
             "lrsim.latency; sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

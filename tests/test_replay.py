@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from lrsim.calibrate import Setting, calibrate_files, recorded_setting
+from lrsim.calibrate import calibrate_files
 from lrsim.cli import main
-from lrsim.des import SimConfig, simulate
 from lrsim.replay import plan_from_traces, predict, predict_files
-from lrsim.trace import read_trace
+from lrsim.sim import SimConfig, simulate
+from lrsim.trace import Setting, read_trace, recorded_setting
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +116,40 @@ def test_token_factor_and_separable_target_latency(tmp_path):
     # async steps span passes of several batch sizes (their record keeps the rounded mean batch), so the
     # per-batch times of this setup are blurred but stay inside the true table's range
     assert 0.02 <= lat(1, 1) <= 0.026
+
+
+def _rewrite_header(src, dst, **changes):
+    """Copy a trace with header fields replaced."""
+    lines = src.read_text().splitlines()
+    header = json.loads(lines[0]) | changes
+    dst.write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+    return dst
+
+
+def test_replay_reads_the_setting_not_the_writers_config(des_traces, tmp_path):
+    """Another decoder's trace: an unknown source and config, but a `setting`; calibration and replay treat it
+    exactly as the simulator's own trace."""
+    d, *_ = des_traces
+    foreign = [_rewrite_header(d / n, tmp_path / n, source="another-decoder", config={"depth": "?"})
+               for n in ("ar.jsonl", "async.jsonl")]
+    own = [read_trace(d / "ar.jsonl"), read_trace(d / "async.jsonl")]
+    other = [read_trace(p) for p in foreign]
+    assert [recorded_setting(t.header) for t in other] == [recorded_setting(t.header) for t in own]
+    a = predict(own, Setting("async", 3, 1), steps=2000, bootstrap=0)
+    b = predict(other, Setting("async", 3, 1), steps=2000, bootstrap=0)
+    assert a.speedup == b.speedup and a.setting == b.setting == Setting("async", 3, 1, 1, "one", "default")
+
+
+def test_verifier_calls_without_spans_come_from_the_setting(des_traces):
+    from dataclasses import replace
+
+    from lrsim.replay import verify_calls
+
+    d, *_ = des_traces
+    sync = read_trace(d / "sync_sd.jsonl")
+    assert verify_calls([sync]) == "one"  # its pairs share one verify span per cycle
+    per_pair = Setting("sync", 3, 3, 1, "per_pair").to_dict()
+    unspanned = replace(sync, header=replace(sync.header, setting=per_pair),
+                        steps=[replace(s, verify_start=None, verify_end=None) for s in sync.steps])
+    assert verify_calls([unspanned]) == "per_pair"
+    assert verify_calls([read_trace(d / "async.jsonl")]) == "one"  # no sync trace: the simulator's default

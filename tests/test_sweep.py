@@ -5,7 +5,7 @@ import csv
 import pytest
 
 from lrsim.cli import positive_int, unit
-from lrsim.des import SimConfig, simulate
+from lrsim.sim import SimConfig, simulate
 from lrsim.sweep import build_configs, check_output, parse_grid, run_configs, run_grid, write_rows
 
 AXES = {"mode": ["sync", "async"], "alpha1": [0.6, 0.8], "k1": [2, 4]}

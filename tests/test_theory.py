@@ -1,5 +1,7 @@
 """lrsim.theory: hand-computed values, properties (hypothesis), agreement with the sympy derivations."""
 
+import functools
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -98,11 +100,17 @@ def test_more_acceptance_is_faster(a, c, k):
         assert theory.f_async(a2, c, k) > theory.f_async(a, c, k)
 
 
+@functools.cache
+def _derived() -> dict:
+    """The derived closed forms as mpmath functions of (alpha, c, k), built once for all examples."""
+    return {n: sp.lambdify((symbolic.alpha, symbolic.c, symbolic.k), e, "mpmath")
+            for n, e in symbolic.derivations().items() if n in ("g", "f_sync", "S1", "S2")}
+
+
 @settings(max_examples=200, deadline=None)
 @given(alphas, costs, st.integers(1, 60))
 def test_theory_matches_symbolic_derivations(a, c, k):
-    d = {n: sp.lambdify((symbolic.alpha, symbolic.c, symbolic.k), e, "mpmath")
-         for n, e in symbolic.derivations().items() if n in ("g", "f_sync", "S1", "S2")}
+    d = _derived()
     assert theory.g(a, c, k) == pytest.approx(float(d["g"](a, c, k)), rel=1e-9)
     assert theory.f_sync(a, c, k) == pytest.approx(float(d["f_sync"](a, c, k)), rel=1e-9)
     assert theory.s1(a, c) == pytest.approx(float(d["S1"](a, c, k)), rel=1e-9)

@@ -136,3 +136,74 @@ def test_embedded_default_traces_are_real_lrref_runs():
     assert {t.header.source for t in traces} == {"lrref"}
     assert {"ar", "lr-sync"} <= {t.header.mode for t in traces}
     assert all(t.requests and t.steps for t in traces)
+
+
+# ----------------------------------------------------------------------------- the header's setting
+
+LEGACY = {  # what the traces shipped in the repository recorded, read from their lrref config (no `setting`)
+    "lrsim/data/default/trace-ar.jsonl.gz": ("ar", 1, 1, 1, "one", "threads=2"),
+    "lrsim/data/default/trace-sd.jsonl.gz": ("ar", 1, 5, 1, "one", "threads=2"),
+    "lrsim/data/default/trace-lr-sync.jsonl.gz": ("sync", 3, 1, 1, "per_pair", "threads=2"),
+    "lrsim/data/default/trace-lr-async.jsonl.gz": ("async", 2, 1, 1, "one", "threads=1"),
+    "lrsim/data/default/trace-lr-async_sd.jsonl.gz": ("async", 2, 5, 1, "one", "threads=1"),
+    "studies/data/validation/g3/trace-lr-sync_sd.jsonl.gz": ("sync", 4, 5, 1, "per_pair", "threads=2"),
+    "studies/data/validation/g3/trace-lr-async.jsonl.gz": ("async", 3, 1, 1, "one", "threads=1"),
+}
+
+
+@pytest.mark.parametrize("path, expected", LEGACY.items())
+def test_older_traces_read_as_before(path, expected):
+    from pathlib import Path
+
+    header = tr.read_trace(Path(__file__).resolve().parents[1] / path).header
+    assert header.setting is None and header.source == "lrref"
+    assert tr.recorded_setting(header) == tr.Setting(*expected)
+
+
+def test_setting_round_trips_and_wins_over_the_config(tmp_path):
+    s = tr.Setting("sync", 4, 3, 2, "per_pair", "gpu=0")
+    p = tmp_path / "t.jsonl"
+    # the config says something else (lrref-style keys): the setting is what counts
+    tr.write_trace(p, tr.Header(source="someone", mode="lr-sync", config={"gamma": 9, "threads": 1},
+                                setting=s.to_dict()), [])
+    header = tr.read_trace(p).header
+    assert header.setting == {"version": tr.SETTING_VERSION, "mode": "sync", "k1": 4, "k2": 3, "width": 2,
+                              "verify_calls": "per_pair", "hardware": "gpu=0"}
+    assert tr.recorded_setting(header) == s
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"version": 2, "mode": "sync"}, "unsupported setting version 2"),
+    ({"version": 1, "mode": "fast"}, "bad setting"),
+    ({"version": 1, "mode": "sync", "k1": 0}, "k1 must be an integer >= 1"),
+    ({"version": 1, "verify_calls": "twice"}, "bad setting"),
+    ("sync", "not a JSON object"),
+])
+def test_bad_settings_are_trace_errors(setting, message):
+    with pytest.raises(tr.TraceError, match=message) as e:
+        tr.recorded_setting(tr.Header(setting=setting))
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_legacy_mode_is_a_trace_error():
+    with pytest.raises(tr.TraceError, match="unknown mode 'beam'"):
+        tr.recorded_setting(tr.Header(source="other", mode="beam"))
+
+
+def test_trace_errors_are_input_errors():
+    from lrsim.errors import InputError
+
+    assert issubclass(tr.TraceError, InputError) and issubclass(tr.TraceError, ValueError)
+
+
+def test_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    p = tmp_path / "t.jsonl"
+    p.write_text("old\n")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.replace", boom)
+    with pytest.raises(OSError):
+        sample(p)
+    assert p.read_text() == "old\n" and [q.name for q in tmp_path.iterdir()] == ["t.jsonl"]

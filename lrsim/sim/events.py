@@ -1,0 +1,101 @@
+"""The event engine's common part: a run on SimPy events, whatever the scheduler.
+
+A scheduler (:mod:`.sched_ar`, :mod:`.sched_sync`, :mod:`.sched_async`)
+subclasses :class:`EventRun` and gives its SimPy process in :meth:`main`;
+this class holds the environment, the target server, the counters and the
+trace rows, and returns the run's :class:`~.results.CycleLog`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import simpy
+
+from .config import SimConfig
+from .export import Recorder
+from .results import CycleLog
+from .servers import FixedRateServer, Job, TargetServer
+from .workload import Workload
+
+
+class EventRun:
+    """One run on SimPy events: environment, target server, what the run measured."""
+
+    engine = "des"
+
+    def __init__(self, cfg: SimConfig, work: Workload, record: bool):
+        self.cfg, self.work = cfg, work
+        self.tlen, self.tpasses, self.vtime = work.tlen, work.tpasses, work.vtime  # hot paths: bound once
+        self.tau1 = work.tau1
+        self.rec = Recorder(cfg, work.tpasses.sampled) if record else None
+        self.env = simpy.Environment()
+        server = FixedRateServer if work.fixed_rate else TargetServer
+        self.srv = server(self.env, work.iteration_time, cfg.join == "iteration")
+        self.cycle_end: list[float] = []
+        self.cycle_base: list[float] = []
+        self.out = self.tokens = self.accepted = self.decisive = 0
+        self.done = self.env.event()  # succeeds when the run has its steps
+        self.stopped = False
+
+    def main(self):
+        """The scheduler's SimPy process (a generator)."""
+        raise NotImplementedError
+
+    def target_job(self, pos: int, carried: bool = False, cap: float = math.inf) -> Job:
+        """The next target step, as a job for the server; it stops at the ``cap`` its request has left."""
+        L = min(self.tlen(), cap)
+        passes, written = self.tpasses.one(L, carried)
+        return Job(pos, L, passes, written)
+
+    def commit(self, n_accepted: int, tokens: int, steps: int) -> None:
+        """Output ``steps`` steps of ``tokens`` tokens, ``n_accepted`` of them accepted drafts."""
+        self.out += steps
+        self.tokens += tokens
+        self.accepted += n_accepted
+
+    def end_cycle(self, base_tokens: int, now: float | None = None) -> None:
+        """A cycle ends ``now``; target-only decoding would have written its output positions in ``base_tokens``."""
+        self.cycle_end.append(self.env.now if now is None else now)
+        self.cycle_base.append(base_tokens * self.tau1)
+        if self.out >= self.cfg.steps and not self.stopped:
+            self.stopped = True
+            self.done.succeed()
+
+    def run(self) -> CycleLog:
+        """Run to ``cfg.steps`` output steps; the cycle log."""
+        wall = time.perf_counter()
+        self.env.process(self.main())
+        events = self._events_until_done()
+        wall = time.perf_counter() - wall
+        self.srv.close()
+        if self.rec is not None:
+            self.rec.close(self.env.now)
+        srv = self.srv
+        return CycleLog(np.asarray(self.cycle_end), np.asarray(self.cycle_base), self.out, self.tokens,
+                        self.accepted, self.decisive, srv.seq_time, srv.seq_iters, srv.wasted, srv.peak,
+                        self.engine, events, wall)
+
+    def _events_until_done(self) -> int:
+        """Process events (SimPy's public ``step``) until ``done`` is processed; how many, ``done`` included.
+
+        ``done``'s first callback raises :class:`_Done`, so the loop needs no test per event.
+        """
+        step, n = self.env.step, 1
+        self.done.callbacks.insert(0, _raise_done)
+        try:
+            while True:
+                step()
+                n += 1
+        except _Done:
+            return n
+
+
+class _Done(Exception):
+    """Raised by ``done``'s first callback: the run has its steps."""
+
+
+def _raise_done(_event: simpy.Event) -> None:
+    raise _Done

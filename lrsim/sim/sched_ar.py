@@ -1,0 +1,21 @@
+"""Target-only decoding (``ar``): one stream of target steps, token-level SD inside if ``k2 > 1``."""
+
+from __future__ import annotations
+
+from .events import EventRun
+
+
+class ArRun(EventRun):
+    """Every step is its own cycle; the token stream runs on across step boundaries."""
+
+    def main(self):
+        srv = self.srv
+        while True:
+            job = self.target_job(0, carried=True)
+            now = yield srv.run([job])
+            self.commit(0, job.tokens, 1)
+            if self.rec is not None:
+                self.rec.target_only(len(self.cycle_end), job)
+            self.end_cycle(job.tokens, now)
+            if self.stopped:
+                return
