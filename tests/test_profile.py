@@ -235,7 +235,7 @@ def test_cost_ratio_and_adapter():
 
 
 def test_simulator_runs_on_a_profile():
-    from lrsim.des import SimConfig, simulate
+    from lrsim.sim import SimConfig, simulate
 
     kw = dict(profile="h100-context-kernel", context=8192)
     cfg = SimConfig(mode="sync", k1=2, steps=200, target_latency=ProfileLatency(arch="qwen2.5-32b", **kw),
