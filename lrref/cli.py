@@ -48,6 +48,7 @@ def _float(s: str) -> float:
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
+    from .cpu import DTYPE_HELP, DTYPES
     from .decoder import MODE_HELP
 
     g = p.add_argument_group("decoding")
@@ -77,7 +78,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                    help="verifier threshold (judge margin 0, cosine 0.85, score 7, random p 0.5)")
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")
-    m.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    m.add_argument("--dtype", default="auto", choices=DTYPES, help=DTYPE_HELP)
     m.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
     p.set_defaults(mode_help=MODE_HELP)
@@ -129,7 +130,8 @@ def _decode_config(a, mode: str):
                             ngram_min=a.ngram_min, max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens,
                             temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                             draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
-                            threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text)
+                            threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text,
+                            dtype=a.dtype)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -164,7 +166,10 @@ class _Session:
     """Loaded models shared by every mode of one command."""
 
     def __init__(self, a, paths: dict, cfgs):
+        from .cpu import resolve_dtype
         from .hf import HFBackend
+
+        self.dtype = dtype = resolve_dtype(a.dtype)
 
         if a.backend == "vllm":
             from .vllm_backend import VLLMBackend
@@ -173,13 +178,13 @@ class _Session:
             if len(ngs) > 1:
                 raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without "
                                  "n-gram ('+sd') separately")
-            self.target = VLLMBackend(paths["target"], dtype=a.dtype, ngram=ngs.pop())
+            self.target = VLLMBackend(paths["target"], dtype=dtype, ngram=ngs.pop())
         else:
-            self.target = HFBackend(paths["target"], dtype=a.dtype, threads=a.threads,
+            self.target = HFBackend(paths["target"], dtype=dtype, threads=a.threads,
                                     pool_size=max(8, 2 * (a.gamma + 1)))
         self.draft = None
         if any(c.base == "lr-sync" for c in cfgs):
-            self.draft = HFBackend(paths["draft"], dtype=a.dtype, threads=a.threads)
+            self.draft = HFBackend(paths["draft"], dtype=dtype, threads=a.threads)
         if "draft" in paths:
             check_vocab(self.target, paths["draft"])
         self.verifier = None
@@ -205,7 +210,7 @@ class _Session:
         h = make_header(cfg, dict(self.paths), self.a.backend, vinfo)
         tw = TraceWriter(trace_path, h)
         return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                       draft_dtype=self.a.dtype)
+                       draft_dtype=self.dtype)
 
 
 def check_vocab(target, draft_path: str) -> None:
@@ -216,6 +221,14 @@ def check_vocab(target, draft_path: str) -> None:
     if dv != target.vocab():
         raise UsageError(f"draft {draft_path} and target {target.path} have different vocabularies "
                          f"({len(dv)} vs {len(target.vocab())} tokens): LR needs a shared tokenizer")
+
+
+def _say_dtype(a) -> None:
+    """One stderr line with what ``--dtype auto`` chose here."""
+    if a.dtype == "auto":
+        from .cpu import describe_auto
+
+        print(f"lrref: {describe_auto()}", file=sys.stderr, flush=True)
 
 
 def _stamp() -> str:
@@ -262,6 +275,7 @@ def cmd_generate(a) -> int:
     except ModelError as e:
         raise UsageError(str(e)) from None
     trace = Path(a.trace or f"runs/generate-{_stamp()}-{cfg.mode.replace('+', '_')}.jsonl")
+    _say_dtype(a)
     s = _Session(a, paths, [cfg])
     dec = s.decoder(cfg, trace)
     try:
@@ -284,6 +298,7 @@ def cmd_generate(a) -> int:
 
 def cmd_bench(a) -> int:
     from . import bench
+    from .cpu import hardware_facts
     from .models import ModelError
 
     ds = a.dataset or str(Path(__file__).parent / "data" / "problems.jsonl")
@@ -306,15 +321,16 @@ def cmd_bench(a) -> int:
     out = Path(a.out or f"runs/bench-{_stamp()}")
     out.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
+    _say_dtype(a)
     s = _Session(a, paths, cfgs.values())
     t0 = time.time()
 
     def meta(done: int) -> dict:
         return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
-                "models": paths, "backend": a.backend, "dtype": a.dtype, "verifier": a.verifier,
+                "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
                 "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
-                "cpus": os.cpu_count()}
+                "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
 
     stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
                             lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,

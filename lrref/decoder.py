@@ -19,6 +19,7 @@ from lrsim.fields import help_texts, option
 from lrsim.trace import Header, RequestRecord, StepRecord, TraceWriter
 
 from .backend import Sampling, StepOut, StepRequest, config_dict
+from .cpu import DTYPE_HELP, DTYPES, hardware_facts, resolve_dtype
 from .ngram import NgramConfig
 from .verifiers import Verdict, Verifier
 from .worker import step_seed
@@ -66,9 +67,12 @@ class DecodeConfig:
     draft_threads: int = option("torch threads of the draft process in lr-async", 1)
     target_threads: int = option("torch threads of the target in lr-async (sync modes use the process setting)", 1)
     log_text: bool = option("write step and answer texts into the trace", False)
+    dtype: str = option(DTYPE_HELP + " (the models are loaded with it; the trace's hardware has the choice)", "auto")
 
     def __post_init__(self) -> None:
         base, ng = parse_mode(self.mode)
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1)):
             if getattr(self, name) < lo:
                 raise ValueError(f"{name} must be >= {lo}, got {getattr(self, name)}")
@@ -180,10 +184,11 @@ class Decoder:
     :param target: target backend (HF or vLLM).
     :param draft: draft backend (lr modes; for lr-async the draft model *path* is used to start a worker).
     :param verifier: step verifier (lr modes).
+    :param draft_dtype: dtype of lr-async's draft process (default: ``cfg.dtype``, ``auto`` resolved here).
     """
 
     def __init__(self, cfg: DecodeConfig, target, draft=None, verifier: Verifier | None = None,
-                 trace: TraceWriter | None = None, draft_path: str | None = None, draft_dtype: str = "bfloat16"):
+                 trace: TraceWriter | None = None, draft_path: str | None = None, draft_dtype: str | None = None):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
         self.worker = None
@@ -197,7 +202,7 @@ class Decoder:
             from .worker import DraftWorker
 
             t0 = trace.t0 if trace else self.clock.t0
-            self.worker = DraftWorker(draft_path, draft_dtype, cfg.draft_threads, t0, cfg.max_step_tokens,
+            self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0, cfg.max_step_tokens,
                                       cfg.draft_sampling, cfg.draft_ngram_cfg)
 
     def close(self) -> None:
@@ -522,15 +527,20 @@ def _stats(be) -> dict:
 
 def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None
                 ) -> Header:
-    """Trace header with the full config (and its help), models, backend and machine facts."""
+    """Trace header with the full config (and its help), models, backend and machine facts.
+
+    ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to and the
+    target's torch threads (:func:`lrref.cpu.hardware_facts`).
+    """
     import os
 
     from lrsim.trace import machine_facts
 
     import torch
 
+    threads = cfg.target_threads if cfg.base == "lr-async" else cfg.threads
     hw = machine_facts() | {"torch_threads": torch.get_num_threads(), "device": "cpu",
-                            "loadavg_start": list(os.getloadavg())}
+                            "loadavg_start": list(os.getloadavg())} | hardware_facts(resolve_dtype(cfg.dtype), threads)
     conf = cfg.trace_config()
     if verifier:
         conf["verifier"] = verifier

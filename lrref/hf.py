@@ -33,7 +33,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from .backend import Sampling, StepOut, StepRequest  # noqa: E402
+from .cpu import resolve_dtype  # noqa: E402
 from .ngram import NgramConfig, propose  # noqa: E402
+from .quiet import quiet_transformers  # noqa: E402
 from .steps import StepSplitter  # noqa: E402
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each [B, H, S, D]
@@ -373,25 +375,25 @@ class HFBackend:
     """One causal LM loaded with transformers, generating steps for batches of prefixes.
 
     :param path: Hugging Face model directory.
-    :param dtype: "bfloat16" (default; ~2x faster on this CPU) or "float32" (batch-shape-stable numerics).
+    :param dtype: "auto" (default: bfloat16 where the CPU computes it natively, else float32; :mod:`lrref.cpu`),
+        "bfloat16" or "float32" (batch-shape-stable numerics).
     :param threads: torch intra-op threads (None = leave as is).
     :param prefix_cache: reuse KV of earlier rows for shared prefixes.
     :param pool_size: rows kept in the prefix cache.
     """
 
-    def __init__(self, path: str | os.PathLike, dtype: str = "bfloat16", threads: int | None = None,
+    def __init__(self, path: str | os.PathLike, dtype: str = "auto", threads: int | None = None,
                  prefix_cache: bool = True, pool_size: int = 8, name: str | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
-        if dtype not in ("bfloat16", "float32"):
-            raise ValueError(f"dtype must be bfloat16 or float32, got {dtype!r}")
         self.path = str(path)
         self.name = name or os.path.basename(os.path.normpath(self.path))
-        self.dtype = dtype
-        self.tok = AutoTokenizer.from_pretrained(self.path)
-        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, dtype)).eval()
+        self.dtype = resolve_dtype(dtype)
+        with quiet_transformers():
+            self.tok = AutoTokenizer.from_pretrained(self.path)
+            self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, self.dtype)).eval()
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.eos_ids[0]
         self.prefix_cache = prefix_cache

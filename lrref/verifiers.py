@@ -132,7 +132,10 @@ class EmbeddingVerifier:
     def __init__(self, path: str, threshold: float = 0.85):
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(path), device="cpu")
+        from .quiet import quiet_transformers
+
+        with quiet_transformers():
+            self.model = SentenceTransformer(str(path), device="cpu")
         self.threshold = threshold
 
     def cosine(self, pairs: Sequence[tuple[str, str]]) -> list[float]:

