@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from lrsim.errors import DomainError
+
 # Never reach for a model hub: everything comes from the prepared cache.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-class ModelError(RuntimeError):
-    """A model that cannot be prepared or found (message is one line)."""
+class ModelError(DomainError):
+    """A model that cannot be prepared or found (message is one line; the CLI prints it and exits 2)."""
 
 
 @dataclass(frozen=True)
