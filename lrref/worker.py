@@ -15,6 +15,10 @@ Messages, main -> worker: ``("chain", epoch, prefix, remaining, credit, seed)``,
 ``("credit", epoch, n)``, ``("idle",)``, ``("stats",)``, ``("quit",)``.
 Worker -> main: ``("ready", name)``, ``("draft", epoch, j, StepOut)``,
 ``("cancelled", epoch, j, StepOut)``, ``("stats", dict)``, ``("error", text)``.
+
+A worker that reports an error, exits or stops answering raises
+:class:`WorkerError` (a :class:`lrsim.errors.DomainError`: one line at the
+CLI, with the worker's own last line as the reason).
 """
 
 from __future__ import annotations
@@ -25,8 +29,15 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
+from lrsim.errors import DomainError
+
 from .backend import Sampling, StepRequest
+from .cpu import resolve_dtype
 from .ngram import NgramConfig
+
+
+class WorkerError(DomainError):
+    """The draft process failed to start, crashed, exited or stopped answering (message: one line)."""
 
 
 def step_seed(*parts: int) -> int:
@@ -106,6 +117,7 @@ class DraftWorker:
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
                  ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0):
+        dtype = resolve_dtype(dtype)  # here, so that both processes agree
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
@@ -113,21 +125,33 @@ class DraftWorker:
                                       pool_size))
         self.proc.start()
         child.close()
-        msg = self._recv(timeout)
+        self._forward_seen = 0.0
+        try:
+            msg = self._recv(timeout)
+        except WorkerError:
+            self.close()
+            raise
         if msg[0] != "ready":
-            raise RuntimeError(f"draft worker failed to start: {msg}")
+            self.close()
+            raise WorkerError(f"draft worker failed to start: {str(msg)[:200]}")
         self.name, self.eos_ids = msg[1], tuple(msg[2])
 
     def _recv(self, timeout: float | None = None) -> tuple:
-        if timeout is not None and not self.conn.poll(timeout):
-            raise RuntimeError("draft worker did not answer")
-        msg = self.conn.recv()
+        try:
+            if timeout is not None and not self.conn.poll(timeout):
+                raise WorkerError(f"draft worker did not answer within {timeout:g} s")
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            raise WorkerError(f"draft worker exited (exit code {self.proc.exitcode})") from None
         if msg[0] == "error":
-            raise RuntimeError(f"draft worker crashed: {msg[1].strip().splitlines()[-1]}")
+            raise WorkerError(f"draft worker crashed: {msg[1].strip().splitlines()[-1]}")
         return msg
 
     def send(self, *msg: Any) -> None:
-        self.conn.send(msg)
+        try:
+            self.conn.send(msg)
+        except OSError:  # BrokenPipeError: the process is gone
+            raise WorkerError(f"draft worker exited (exit code {self.proc.exitcode})") from None
 
     def poll(self, timeout: float = 0.0) -> list[tuple]:
         """Messages available now (waiting up to ``timeout`` s for the first one)."""
@@ -139,11 +163,18 @@ class DraftWorker:
         return out
 
     def stats(self) -> dict:
+        """The worker backend's counters (:class:`lrref.backend.BackendStats` as a dict)."""
         self.send("stats")
         while True:
             m = self._recv(60)
             if m[0] == "stats":
                 return m[1]
+
+    def new_forward_s(self) -> float:
+        """Draft forward seconds since the last call (the draft time of one request)."""
+        total = self.stats()["forward_s"]
+        new, self._forward_seen = total - self._forward_seen, total
+        return new
 
     def close(self) -> None:
         try:

@@ -26,6 +26,11 @@ def lrref(*args, env=None):
     (["bench", "--modes", "ar,ar"], "distinct"),
     (["models", "prepare", "--models", "nope"], "unknown model"),
     (["frobnicate"], "invalid choice"),
+    (["generate", "--prompt", "hi", "--top-p", "0"], "bad sampling"),
+    (["generate", "--prompt", "hi", "--async-threads", "1"], "--async-threads must be"),
+    (["generate", "--prompt", "hi", "--dtype", "float16"], "invalid choice"),
+    (["generate", "--prompt", "hi", "--verifier", "random", "--threshold", "1.5"], "probability must be in [0, 1]"),
+    (["bench", "--modes", "ar,sd", "--backend", "vllm"], "builds n-gram into the engine"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
     r = lrref(*args, "--cache-dir", str(tmp_path)) if args[0] != "frobnicate" else lrref(*args)
@@ -48,7 +53,8 @@ def test_bad_dataset_content(tmp_path):
 
 
 def test_help_and_validation_do_not_import_torch():
-    code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker;"
+    code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker, "
+            "lrref.config, lrref.backend, lrref.cpu, lrref.rows, lrref.request, lrref.lr_sync, lrref.lr_async;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0
@@ -93,3 +99,63 @@ def test_bundled_problems_load():
 
     rows = load_dataset(Path(cli.__file__).parent / "data" / "problems.jsonl")
     assert len(rows) == 40 and all(r["gold"] is not None for r in rows)
+
+
+# --- the error boundary --------------------------------------------------------------------------------
+
+
+def _one_line_exit_2(r, message):
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lrref: error:") and message in lines[0], r.stderr
+
+
+def test_unwritable_trace_is_refused_before_any_model(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    # the cache is empty: had the models been looked up first, the error would be "not prepared"
+    r = lrref("generate", "--prompt", "hi", "--mode", "ar", "--trace", str(tmp_path / "file" / "t.jsonl"),
+              "--cache-dir", str(tmp_path))
+    _one_line_exit_2(r, "cannot write")
+    assert "t.jsonl" in r.stderr and not (tmp_path / "file" / "t.jsonl").exists()
+
+
+def test_unwritable_bench_out_is_refused_before_any_model(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    r = lrref("bench", "--n", "1", "--modes", "ar", "--out", str(tmp_path / "file" / "bench"),
+              "--cache-dir", str(tmp_path))
+    _one_line_exit_2(r, "cannot write")
+    assert (tmp_path / "file").read_text() == "not a directory"
+
+
+def test_internal_errors_keep_their_traceback(monkeypatch):
+    def bug(a):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setitem(cli.COMMANDS, "models", bug)
+    with pytest.raises(ValueError, match="internal bug"):
+        cli.main(["models", "list"])
+
+
+def test_domain_errors_of_lrref_are_one_line(monkeypatch, capsys):
+    from lrref.models import ModelError
+    from lrref.worker import WorkerError
+    from lrsim.errors import DomainError
+
+    assert issubclass(ModelError, DomainError) and issubclass(WorkerError, DomainError)
+
+    def crash(a):
+        raise WorkerError("draft worker crashed: OSError: no model here")
+
+    monkeypatch.setitem(cli.COMMANDS, "models", crash)
+    assert cli.main(["models", "list"]) == 2
+    assert capsys.readouterr().err == "lrref: error: draft worker crashed: OSError: no model here\n"
+
+
+def test_a_draft_worker_that_cannot_start_raises_a_one_line_worker_error(tmp_path):
+    pytest.importorskip("torch")
+    from lrref.backend import Sampling
+    from lrref.worker import DraftWorker, WorkerError
+
+    with pytest.raises(WorkerError, match="draft worker crashed") as e:
+        DraftWorker(str(tmp_path), "float32", 1, 0.0, 8, Sampling(), timeout=300)
+    assert "\n" not in str(e.value)

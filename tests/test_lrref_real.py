@@ -15,6 +15,10 @@ from conftest import require_models
 
 from lrsim.trace import read_trace
 
+pytestmark = pytest.mark.models  # every test here needs prepared models (pytest -m "not models" skips them)
+
+from lrref.config import MODES
+
 TINY = "smollm2-135m-instruct"
 QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does she spend?",
       "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"]
@@ -36,12 +40,11 @@ def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
 
     path, tgt, drf = tiny
     base = dict(mode=mode, gamma=3, max_step_tokens=20, max_tokens=56, draft_temperature=0.4, threads=1,
-                target_threads=1, draft_threads=1, log_text=True)
+                target_threads=1, draft_threads=1, log_text=True, dtype="float32")
     cfg = DecodeConfig(**(base | kw))
     tp = tmp_path / f"{mode.replace('+', '_')}-{kw.get('width', 1)}.jsonl"
     tw = TraceWriter(tp, make_header(cfg, {"target": path, "draft": path}, "hf", {"name": "exact"}))
-    dec = Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=path,
-                  draft_dtype="float32")
+    dec = Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=path)
     try:
         res = [dec.run(i, tgt.encode_chat(q, cfg.system)) for i, q in enumerate(QS)]
     finally:
@@ -87,8 +90,7 @@ def ar_ref(tiny, tmp_path_factory):
     return decode_all(tiny, "ar", tmp_path_factory.mktemp("ar"))
 
 
-@pytest.mark.parametrize("mode, kw", [("sd", {}), ("lr-sync", {}), ("lr-sync+sd", {}), ("lr-async", {}),
-                                      ("lr-async+sd", {}), ("lr-sync", {"width": 2, "gamma": 2})])
+@pytest.mark.parametrize("mode, kw", [(m, {}) for m in MODES if m != "ar"] + [("lr-sync", {"width": 2, "gamma": 2})])
 def test_lossless_greedy_exact(tiny, ar_ref, tmp_path, mode, kw):
     ref, _ = ar_ref
     res, tr = decode_all(tiny, mode, tmp_path, **kw)
@@ -163,18 +165,6 @@ PAIRS_SAME = [("3 notebooks cost 3 * 4 = 12 dollars.", "The notebooks cost 3 x $
               ("So the total is 12 + 3 = 15.", "Adding them up, 12 + 3 = 15 in total.")]
 PAIRS_DIFF = [("3 notebooks cost 3 * 4 = 12 dollars.", "The train leaves the station at noon."),
               ("So the total is 12 + 3 = 15.", "She has 7 apples left after eating 2.")]
-
-
-def test_exact_and_random_verifiers():
-    from lrref.verifiers import ExactVerifier, RandomVerifier
-
-    v = ExactVerifier()
-    assert [x.decision for x in v.verify([("a  b\n", "a b"), ("a b", "a c")])] == [True, False]
-    assert not ExactVerifier(normalize=False).verify([("a b", "a b")])[0].decision
-    assert all(x.decision for x in RandomVerifier(1.0).verify([("a", "b")] * 20))
-    assert not any(x.decision for x in RandomVerifier(0.0).verify([("a", "b")] * 20))
-    rate = sum(x.decision for x in RandomVerifier(0.3, seed=1).verify([("a", "b")] * 2000)) / 2000
-    assert 0.26 < rate < 0.34
 
 
 def test_embedding_verifier_on_known_pairs():
@@ -261,9 +251,9 @@ def test_qwen_pair_lossless_short(qwen, tmp_path):
     outs = {}
     for mode in ("ar", "lr-sync+sd", "lr-async"):
         cfg = DecodeConfig(mode=mode, gamma=2, max_step_tokens=24, max_tokens=48, threads=2, target_threads=1,
-                           draft_threads=1)
+                           draft_threads=1, dtype="float32")
         tw = TraceWriter(tmp_path / f"{mode}.jsonl", make_header(cfg, {"target": tpath, "draft": dpath}, "hf", None))
-        dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), tw, draft_path=dpath, draft_dtype="float32")
+        dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), tw, draft_path=dpath)
         try:
             outs[mode] = dec.run(0, tgt.encode_chat(q, cfg.system))
         finally:
@@ -284,3 +274,16 @@ def test_mismatched_vocabularies_are_refused(tmp_path):
                         "--target", QWEN[1], "--draft", TINY, "--verifier", "exact", "--trace",
                         str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "different vocabularies" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_vocabularies_are_compared_before_any_weights_load(tmp_path, monkeypatch, capsys):
+    require_models(TINY, QWEN[1])
+    from lrref import cli, hf
+
+    def no_weights(*a, **k):
+        raise AssertionError("weights loaded before the vocabulary check")
+
+    monkeypatch.setattr(hf.HFBackend, "__init__", no_weights)
+    assert cli.main(["generate", "--prompt", "hi", "--mode", "lr-sync", "--target", QWEN[1], "--draft", TINY,
+                     "--verifier", "exact", "--trace", str(tmp_path / "t.jsonl")]) == 2
+    assert "different vocabularies" in capsys.readouterr().err

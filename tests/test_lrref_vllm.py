@@ -11,7 +11,8 @@ import pytest
 
 from conftest import require_models
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm not installed (.[vllm])")
+pytestmark = [pytest.mark.models,
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm not installed (.[vllm])")]
 
 
 def test_vllm_steps_match_the_step_rule_and_hf_greedy():

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("lrsim", "lrref")  # checked for import cycles
-LENGTH_CHECKED = ("lrsim",)  # checked for long functions; lrref joins once its long functions are split
+LENGTH_CHECKED = ("lrsim", "lrref")  # no function over 60 lines in either package
 MAX_LINES = 60
 # declarative argparse builders: one add_argument per line, nothing to split
 LONG_OK = {"lrsim/cli.py:build_parser"}

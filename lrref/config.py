@@ -1,0 +1,126 @@
+"""Decoding modes and :class:`DecodeConfig` (serialised, with its help, into every trace header).
+
+No torch here: the CLI validates a configuration before any model loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lrsim.errors import InputError
+from lrsim.fields import help_texts, option
+
+from .backend import Sampling, config_dict
+from .cpu import DTYPE_HELP, DTYPES
+from .ngram import NgramConfig
+
+DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+BASE_MODES = ("ar", "sd", "lr-sync", "lr-async")
+LR_MODES = ("lr-sync", "lr-async")  # base modes that need a draft and a verifier
+MODES = ("ar", "sd", "lr-sync", "lr-sync+sd", "lr-async", "lr-async+sd")  # every mode, canonical names
+BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
+MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
+DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
+
+
+def parse_mode(mode: str) -> tuple[str, bool]:
+    """``'lr-async+sd'`` -> ``('lr-async', True)``; ``'sd'`` -> ``('ar', True)``; ``'lr+sd'`` = lr-async+sd.
+
+    :raises InputError: an unknown mode.
+    """
+    m = mode.strip().lower()
+    ng = m.endswith("+sd")
+    if ng:
+        m = m[:-3]
+    m = {"lr": "lr-async"}.get(m, m)
+    if m == "sd":
+        return "ar", True
+    if m not in BASE_MODES or (ng and m == "ar" and mode.strip().lower() != "sd"):
+        raise InputError(f"unknown mode {mode!r} ({MODE_HELP})")
+    return m, ng
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How to decode (serialised, with this help, into every trace header)."""
+
+    mode: str = option(MODE_HELP, "lr-sync")
+    gamma: int = option("lookahead depth: draft steps per cycle (sync) / steps ahead (async)", 4)
+    width: int = option("W: distinct draft candidates per position (sync only; needs draft temperature > 0)", 1)
+    ngram: int = option("n-gram (prompt lookup) tokens proposed per target pass; 0 = off ('+sd' modes default 4)", 0)
+    ngram_max: int = option("longest n-gram matched (prompt_lookup_max)", 2)
+    ngram_min: int = option("shortest n-gram matched (prompt_lookup_min)", 1)
+    draft_ngram: bool = option("the draft also uses n-gram speculation inside its steps when n-gram is on", True)
+    max_step_tokens: int = option("step token cap", 96)
+    max_tokens: int = option("total generated-token cap per request", 512)
+    temperature: float = option("target sampling temperature (0 = greedy)", 0.0)
+    top_p: float = option("nucleus mass", 1.0)
+    top_k: int = option("top-k (0 = off)", 0)
+    draft_temperature: float | None = option("draft temperature (default: same as the target)", None)
+    seed: int = option("seed of every sampler (per request/cycle/position/branch)", 0)
+    system: str = option("system prompt of the chat template", DEFAULT_SYSTEM)
+    threads: int = option("torch threads of the main process in ar/sd/lr-sync", 2)
+    draft_threads: int = option("torch threads of the draft process in lr-async", 1)
+    target_threads: int = option("torch threads of the target in lr-async (sync modes use the process setting)", 1)
+    log_text: bool = option("write step and answer texts into the trace", False)
+    dtype: str = option(DTYPE_HELP + " (the models are loaded with it; the trace's hardware has the choice)", "auto")
+
+    def __post_init__(self) -> None:
+        """:raises InputError: a value out of range or settings that do not go together."""
+        base = parse_mode(self.mode)[0]
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1)):
+            if getattr(self, name) < lo:
+                raise InputError(f"{name} must be >= {lo}, got {getattr(self, name)}")
+        if self.ngram < 0:
+            raise InputError(f"ngram must be >= 0, got {self.ngram}")
+        if self.width > 1 and base != "lr-sync":
+            raise InputError("width > 1 is implemented for lr-sync only")
+        if self.width > 1 and self.draft_sampling.greedy:
+            raise InputError("width > 1 needs a draft temperature > 0 (greedy drafts are all the same)")
+        if self.width ** self.gamma > 256:
+            raise InputError(f"width**gamma = {self.width ** self.gamma} draft paths is too many (max 256)")
+        Sampling(self.temperature, self.top_p, self.top_k)
+        NgramConfig(self.ngram_k, self.ngram_max, self.ngram_min)
+
+    @property
+    def base(self) -> str:
+        return parse_mode(self.mode)[0]
+
+    @property
+    def is_lr(self) -> bool:
+        """A Lookahead Reasoning mode (needs a draft and a verifier)."""
+        return self.base in LR_MODES
+
+    @property
+    def ngram_k(self) -> int:
+        return self.ngram or (DEFAULT_NGRAM if parse_mode(self.mode)[1] else 0)
+
+    @property
+    def draft_ngram_cfg(self) -> NgramConfig:
+        return self.ngram_cfg if self.draft_ngram else NgramConfig()
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(self.temperature, self.top_p, self.top_k)
+
+    @property
+    def draft_sampling(self) -> Sampling:
+        t = self.temperature if self.draft_temperature is None else self.draft_temperature
+        return Sampling(t, self.top_p, self.top_k)
+
+    @property
+    def ngram_cfg(self) -> NgramConfig:
+        return NgramConfig(self.ngram_k, self.ngram_max, self.ngram_min)
+
+    @property
+    def main_threads(self) -> int:
+        """torch threads of the main process (the target's): ``target_threads`` in lr-async, else ``threads``."""
+        return self.target_threads if self.base == "lr-async" else self.threads
+
+    def trace_config(self) -> dict:
+        d = config_dict(self)
+        d.update(base_mode=self.base, ngram_k=self.ngram_k, k2=(self.ngram_k + 1) if self.ngram_k else None)
+        d["help"] = help_texts(self)
+        return d

@@ -1,0 +1,154 @@
+"""The CPU this runs on, and the dtype ``--dtype auto`` picks for it.
+
+torch's CPU kernels compute bfloat16 natively only with AVX512-BF16 or AMX;
+elsewhere they convert to float32 and back around every matmul (14x slower than
+float32 on a 2-core AVX2 AMD EPYC).  ``auto`` therefore means bfloat16 on CUDA
+and on CPUs that have those instructions, float32 otherwise.  Evidence, in
+order: the CPU flags (``/proc/cpuinfo``; elsewhere torch's own CPU capability
+checks), and where neither answers (a non-x86 CPU) a 50 ms matmul probe.
+
+No torch at import (the CLI validates flags before torch loads); results are
+cached per process.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import time
+from functools import lru_cache
+
+from lrsim.errors import InputError
+
+DTYPES = ("auto", "bfloat16", "float32")
+DTYPE_HELP = ("weights dtype: auto = bfloat16 on CUDA and on CPUs with native bfloat16 (AVX512-BF16 or AMX), "
+              "float32 otherwise; bfloat16; float32 (batch-shape-stable numerics)")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+RELEVANT_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+                  "amx_bf16", "amx_fp16", "asimd", "bf16", "sve")
+PROBE_MAX_RATIO = 1.25  # bf16 no more than 25% slower than float32 in the probe = computed natively
+_TORCH_CHECKS = {"avx2": "_is_avx2_supported", "avx512f": "_is_avx512_supported", "avx512_vnni": "_is_vnni_supported",
+                 "avx512_bf16": "_is_avx512_bf16_supported", "amx_tile": "_is_amx_tile_supported",
+                 "amx_fp16": "_is_amx_fp16_supported"}
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> dict[str, str]:
+    """The first processor block of ``/proc/cpuinfo`` (``{}`` where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out.setdefault(key.strip().lower(), value.strip())
+    return out
+
+
+def _x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+
+
+@lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, ``sysctl`` on macOS, else what ``platform`` knows)."""
+    info = _cpuinfo()
+    for key in ("model name", "model", "hardware", "cpu model"):
+        if info.get(key):
+            return info[key]
+    if platform.system() == "Darwin":
+        try:
+            r = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], check=False, capture_output=True,
+                               text=True, timeout=5)
+            if r.returncode == 0 and r.stdout.strip():
+                return r.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str] | None:
+    """Instruction-set flags: ``/proc/cpuinfo`` ``flags``/``Features``, else torch's CPU checks on x86, else None."""
+    info = _cpuinfo()
+    raw = info.get("flags") or info.get("features")
+    if raw:
+        return frozenset(raw.split())
+    if not _x86():
+        return None
+    try:
+        import torch.cpu as tc
+    except ImportError:
+        return None
+    return frozenset(f for f, fn in _TORCH_CHECKS.items() if getattr(tc, fn, lambda: False)())
+
+
+def matmul_probe(budget_s: float = 0.05, n: int = 256) -> float:
+    """How much slower a bfloat16 matmul runs than a float32 one here (time ratio; ~``budget_s`` in all)."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+
+    def rate(dtype) -> float:
+        x, y = a.to(dtype), b.to(dtype)
+        x @ y  # warm-up
+        k, t0 = 0, time.perf_counter()
+        while k < 2 or time.perf_counter() - t0 < budget_s / 2:
+            x @ y
+            k += 1
+        return k / (time.perf_counter() - t0)
+
+    return rate(torch.float32) / rate(torch.bfloat16)
+
+
+@lru_cache(maxsize=1)
+def bf16_support() -> tuple[bool, str]:
+    """Whether this CPU computes bfloat16 natively, and the evidence (one phrase)."""
+    flags = cpu_flags()
+    if flags is not None and (_x86() or flags & set(NATIVE_BF16_FLAGS)):
+        have = [f for f in NATIVE_BF16_FLAGS if f in flags]
+        if have:
+            return True, f"CPU flags {', '.join(have)}"
+        if "amx_tile" in flags and not _cpuinfo():  # torch reports AMX tiles only; AMX implies AMX-BF16
+            return True, "torch: AMX"
+        return False, f"no {' or '.join(NATIVE_BF16_FLAGS)} in the CPU flags"
+    ratio = matmul_probe()
+    verdict = ratio <= PROBE_MAX_RATIO
+    return verdict, f"matmul probe: bfloat16 {ratio:.1f}x the time of float32"
+
+
+def native_bf16() -> bool:
+    """True where torch's CPU kernels compute bfloat16 natively (AVX512-BF16, AMX, or a fast probe)."""
+    return bf16_support()[0]
+
+
+def resolve_dtype(dtype: str = "auto", device: str = "cpu") -> str:
+    """``'auto'`` -> ``'bfloat16'`` on CUDA or a CPU with native bf16, else ``'float32'``; others pass through.
+
+    :raises InputError: an unknown dtype.
+    """
+    if dtype not in DTYPES:
+        raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype != "auto":
+        return dtype
+    if device.startswith("cuda"):
+        return "bfloat16"
+    return "bfloat16" if native_bf16() else "float32"
+
+
+def describe_auto(device: str = "cpu") -> str:
+    """One line saying what ``--dtype auto`` chose here and why."""
+    dtype = resolve_dtype("auto", device)
+    why = "CUDA" if device.startswith("cuda") else f"{cpu_model()}: {bf16_support()[1]}"
+    return f"dtype auto -> {dtype} ({why})"
+
+
+def hardware_facts(dtype: str, threads: int | None = None) -> dict:
+    """What a trace header records about the compute: CPU model, its relevant flags, dtype, threads."""
+    flags = cpu_flags()
+    return {"cpu_model": cpu_model(),
+            "cpu_flags": None if flags is None else [f for f in RELEVANT_FLAGS if f in flags],
+            "bf16_native": native_bf16(), "dtype": dtype, "threads": threads}

@@ -1,0 +1,83 @@
+"""lrref.cpu: what ``--dtype auto`` picks (mocked CPUs: no model, no torch for the flag paths)."""
+
+import pytest
+
+from lrref import cpu
+from lrsim.errors import InputError
+
+AVX2_EPYC = {"model name": "AMD EPYC", "flags": "fpu sse2 avx avx2 fma f16c"}
+SPR_XEON = {"model name": "Intel(R) Xeon(R) Platinum 8480+",
+            "flags": "avx2 avx512f avx512_vnni avx512_bf16 amx_tile amx_bf16 amx_int8"}
+
+
+@pytest.fixture
+def fake_cpu(monkeypatch):
+    """Install a fake ``/proc/cpuinfo`` block (and an architecture); caches are cleared around the test."""
+
+    def install(info: dict, machine: str = "x86_64", probe: float | None = None):
+        monkeypatch.setattr(cpu, "_cpuinfo", lambda: info)
+        monkeypatch.setattr(cpu.platform, "machine", lambda: machine)
+        if probe is None:
+            monkeypatch.setattr(cpu, "matmul_probe", lambda *a, **k: pytest.fail("no probe where flags answer"))
+        else:
+            monkeypatch.setattr(cpu, "matmul_probe", lambda *a, **k: probe)
+        for f in (cpu.cpu_model, cpu.cpu_flags, cpu.bf16_support):
+            f.cache_clear()
+
+    yield install
+    for f in (cpu.cpu_model, cpu.cpu_flags, cpu.bf16_support):
+        f.cache_clear()
+
+
+def test_auto_is_float32_without_native_bf16(fake_cpu):
+    fake_cpu(AVX2_EPYC)
+    assert not cpu.native_bf16()
+    assert cpu.resolve_dtype("auto") == "float32"
+    assert cpu.resolve_dtype() == "float32"
+    assert "AMD EPYC" in cpu.describe_auto() and "float32" in cpu.describe_auto()
+
+
+def test_auto_is_bfloat16_with_avx512_bf16_or_amx(fake_cpu):
+    fake_cpu(SPR_XEON)
+    assert cpu.resolve_dtype("auto") == "bfloat16"
+    fake_cpu({"model name": "x", "flags": "avx2 amx_tile amx_bf16"})
+    assert cpu.resolve_dtype("auto") == "bfloat16"
+
+
+def test_cuda_auto_is_bfloat16_and_explicit_dtypes_pass_through(fake_cpu):
+    fake_cpu(AVX2_EPYC)
+    assert cpu.resolve_dtype("auto", "cuda") == "bfloat16"
+    assert cpu.resolve_dtype("bfloat16") == "bfloat16" and cpu.resolve_dtype("float32") == "float32"
+    with pytest.raises(InputError, match="dtype must be one of"):
+        cpu.resolve_dtype("float16")
+
+
+def test_torch_capability_answers_without_cpuinfo(fake_cpu, monkeypatch):
+    tc = pytest.importorskip("torch.cpu")
+    fake_cpu({})
+    monkeypatch.setattr(tc, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(tc, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(tc, "_is_avx2_supported", lambda: True)
+    assert cpu.resolve_dtype("auto") == "float32" and "avx2" in cpu.cpu_flags()
+    fake_cpu({})
+    monkeypatch.setattr(tc, "_is_avx512_bf16_supported", lambda: True)
+    assert cpu.resolve_dtype("auto") == "bfloat16"
+
+
+def test_probe_decides_where_flags_do_not(fake_cpu):
+    fake_cpu({}, machine="arm64", probe=9.0)  # bf16 9x slower: emulated
+    assert cpu.resolve_dtype("auto") == "float32" and "probe" in cpu.bf16_support()[1]
+    fake_cpu({"features": "fp asimd bf16"}, machine="aarch64", probe=0.8)
+    assert cpu.resolve_dtype("auto") == "bfloat16"
+
+
+def test_hardware_facts_name_the_cpu_and_relevant_flags(fake_cpu):
+    fake_cpu(AVX2_EPYC)
+    hw = cpu.hardware_facts("float32", 2)
+    assert hw["cpu_model"] == "AMD EPYC" and hw["cpu_flags"] == ["avx2", "fma", "f16c"]
+    assert hw["dtype"] == "float32" and hw["threads"] == 2 and hw["bf16_native"] is False
+
+
+def test_real_cpuinfo_parses():
+    cpu._cpuinfo.cache_clear()
+    assert isinstance(cpu.cpu_model(), str) and cpu.cpu_model()
