@@ -28,3 +28,26 @@ def require_models(*names: str):
             pytest.fail(msg + " and LRREF_REQUIRE_MODELS is set")
         pytest.skip(msg)
     return [models.model_dir(n, cache) for n in names]
+
+
+class SlowTarget:
+    """A target backend whose engine pauses before every forward pass (lr-async tests).
+
+    Draft and target are the same tiny model in the lossless tests, so an unslowed draft process is
+    not reliably ahead of the target (it depends on how the two cores are shared at that moment) and
+    lr-async might never verify a draft; the pause plays a target that costs more than its draft.
+    """
+
+    def __init__(self, be, pause: float):
+        self.be, self.pause = be, pause
+
+    def __getattr__(self, name):
+        return getattr(self.be, name)
+
+    def engine(self, *a, **kw):
+        import time
+
+        eng = self.be.engine(*a, **kw)
+        step = eng.step
+        eng.step = lambda: (time.sleep(self.pause), step())[1]
+        return eng
