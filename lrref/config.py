@@ -59,11 +59,13 @@ class DecodeConfig:
     draft_temperature: float | None = option("draft temperature (default: same as the target)", None)
     seed: int = option("seed of every sampler (per request/cycle/position/branch)", 0)
     system: str = option("system prompt of the chat template", DEFAULT_SYSTEM)
-    threads: int = option("torch threads of the main process in ar/sd/lr-sync", 2)
-    draft_threads: int = option("torch threads of the draft process in lr-async", 1)
-    target_threads: int = option("torch threads of the target in lr-async (sync modes use the process setting)", 1)
+    threads: int = option("torch (or llama.cpp) threads of the main process in ar/sd/lr-sync", 2)
+    draft_threads: int = option("torch (or llama.cpp) threads of the draft process in lr-async", 1)
+    target_threads: int = option("torch (or llama.cpp) threads of the target in lr-async (sync modes use the process "
+                                 "setting)", 1)
     log_text: bool = option("write step and answer texts into the trace", False)
-    dtype: str = option(DTYPE_HELP + " (the models are loaded with it; the trace's hardware has the choice)", "auto")
+    dtype: str = option(DTYPE_HELP + " (the models are loaded with it; the trace's hardware has the choice; the "
+                        "llama.cpp backend ignores it: GGUF quantised weights, see config.backend_info)", "auto")
 
     def __post_init__(self) -> None:
         """:raises InputError: a value out of range or settings that do not go together."""

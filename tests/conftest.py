@@ -10,10 +10,11 @@ def pytest_runtest_setup(item):
     _current["item"] = item
 
 
-def require_models(*names: str):
+def require_models(*names: str, gguf: bool = False):
     """Skip when a model is not prepared, unless LRREF_REQUIRE_MODELS is set (CI): then fail.
 
     The calling test must carry the ``models`` marker (so that ``pytest -m "not models"`` leaves it out).
+    Returns the model directories, or with ``gguf`` the joined, verified GGUF files (``--backend llamacpp``).
     """
     from lrref import models
 
@@ -21,13 +22,16 @@ def require_models(*names: str):
     if item is not None and item.get_closest_marker("models") is None:
         pytest.fail(f"{item.nodeid} needs models: mark it @pytest.mark.models")
     cache = models.cache_dir()
-    missing = [n for n in names if not models.is_ready(n, cache)]
+    ready = models.gguf_ready if gguf else models.is_ready
+    missing = [n for n in names if not ready(n, cache)]
     if missing:
-        msg = f"models not prepared in {cache}: {', '.join(missing)} (lrref models prepare --models {','.join(missing)})"
+        fmt = " --format gguf" if gguf else ""
+        msg = (f"models not prepared in {cache}: {', '.join(missing)} "
+               f"(lrref models prepare --models {','.join(missing)}{fmt})")
         if os.environ.get("LRREF_REQUIRE_MODELS"):
             pytest.fail(msg + " and LRREF_REQUIRE_MODELS is set")
         pytest.skip(msg)
-    return [models.model_dir(n, cache) for n in names]
+    return [models.gguf_path(n, cache) if gguf else models.model_dir(n, cache) for n in names]
 
 
 class SlowTarget:

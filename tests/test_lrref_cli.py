@@ -25,6 +25,7 @@ def lrref(*args, env=None):
     (["bench", "--dataset", "/no/such.jsonl"], "does not exist"),
     (["bench", "--modes", "ar,ar"], "distinct"),
     (["models", "prepare", "--models", "nope"], "unknown model"),
+    (["models", "prepare", "--format", "onnx"], "invalid choice"),
     (["frobnicate"], "invalid choice"),
     (["generate", "--prompt", "hi", "--top-p", "0"], "bad sampling"),
     (["generate", "--prompt", "hi", "--async-threads", "1"], "--async-threads must be"),
@@ -54,7 +55,8 @@ def test_bad_dataset_content(tmp_path):
 
 def test_help_and_validation_do_not_import_torch():
     code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker, "
-            "lrref.config, lrref.backend, lrref.cpu, lrref.rows, lrref.request, lrref.lr_sync, lrref.lr_async;"
+            "lrref.config, lrref.backend, lrref.cpu, lrref.rows, lrref.request, lrref.lr_sync, lrref.lr_async, "
+            "lrref.llamacpp_backend, lrref.llamacpp_ffi, lrref.llamacpp_tokenizer, lrref.np_sampling;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0

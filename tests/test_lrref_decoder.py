@@ -28,6 +28,10 @@ class ToyBackend:
     def __init__(self, name: str, deviate: float = 0.0):
         self.name, self.path, self.eos_ids, self.stats = name, f"/toy/{name}", (EOS,), BackendStats()
         self.deviate = deviate
+        self.threads: list[int] = []  # every set_threads call
+
+    def set_threads(self, n):
+        self.threads.append(n)
 
     def decode(self, ids):
         return "".join(WORDS[i] for i in ids if i != EOS)
@@ -220,12 +224,14 @@ def _members(proto) -> dict:
     return {n: m for n, m in vars(proto).items() if not n.startswith("_") and callable(m)}
 
 
-@pytest.mark.parametrize("impl", ["lrref.hf:HFBackend", "lrref.vllm_backend:VLLMBackend", "toy"])
+@pytest.mark.parametrize("impl", ["lrref.hf:HFBackend", "lrref.vllm_backend:VLLMBackend",
+                                  "lrref.llamacpp_backend:LlamaCppBackend", "toy"])
 def test_backends_implement_the_protocol(impl):
     if impl == "toy":
         cls = ToyBackend
     else:
-        pytest.importorskip("torch")
+        if "llamacpp" not in impl:  # the llama.cpp backend imports neither torch nor its binding at import
+            pytest.importorskip("torch")
         mod, name = impl.split(":")
         cls = getattr(__import__(mod, fromlist=[name]), name)
     for name, proto_fn in _members(Backend).items():
@@ -236,9 +242,11 @@ def test_backends_implement_the_protocol(impl):
     assert set(Backend.__annotations__) == {"name", "path", "eos_ids", "stats"}
 
 
-@pytest.mark.parametrize("impl", ["lrref.hf:HFEngine", "lrref.vllm_backend:VLLMEngine"])
+@pytest.mark.parametrize("impl", ["lrref.hf:HFEngine", "lrref.vllm_backend:VLLMEngine",
+                                  "lrref.llamacpp_backend:LlamaEngine"])
 def test_engines_implement_the_protocol(impl):
-    pytest.importorskip("torch")
+    if "llamacpp" not in impl:
+        pytest.importorskip("torch")
     mod, name = impl.split(":")
     cls = getattr(__import__(mod, fromlist=[name]), name)
     for name in ("active", "add", "step", "cancel"):
@@ -265,3 +273,24 @@ def test_async_cancels_stale_work_and_counts_draft_time(tmp_path):
     assert cancelled and all(not s.committed and not s.accepted for s in cancelled)
     assert any(s.draft_start is not None for s in cancelled) and any(s.target_start is not None for s in cancelled)
     assert all(r.draft_overlapped and r.draft_s > 0 for r in res)
+
+
+@pytest.mark.parametrize("mode, want", [("ar", 2), ("lr-sync", 2), ("lr-async", 1)])
+def test_the_decoder_sets_each_backends_threads_per_mode(tmp_path, mode, want):
+    """Through the protocol's ``set_threads``: ``threads`` in the sync modes, ``target_threads`` in lr-async."""
+    cfg = DecodeConfig(mode=mode, threads=2, target_threads=1, max_tokens=8, dtype="float32")
+    tgt, drf = ToyBackend("target"), ToyBackend("draft", deviate=0.3)
+    dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), draft_path=drf.path)
+    dec.run(0, tgt.encode_chat("q"))
+    assert tgt.threads == drf.threads == [want]
+
+
+def test_run_steps_returns_steps_in_request_order():
+    from lrref.backend import run_steps
+
+    be = ToyBackend("t")
+    reqs = [StepRequest((0, 1, 2, i), cap) for i, cap in ((1, 9), (2, 1), (3, 4))]
+    got = run_steps(be.engine(Sampling(), None), reqs)
+    assert [len(o.ids) <= r.cap for o, r in zip(got, reqs)] == [True] * 3
+    assert [o.ids for o in got] == [o.ids for o in be.generate_steps(reqs, Sampling())]
+    assert got[1].n_tokens == 1 and got[0].n_tokens > 1  # the rows finished at different passes

