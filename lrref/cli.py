@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--modes", default=",".join(BENCH_MODES), help="comma-separated modes (" + MODE_HELP + ")")
     bp.add_argument("--out", default=None, help="output directory (default runs/bench-<time>)")
     bp.add_argument("--json", action="store_true")
+    bp.add_argument("--concurrency", type=_pos_int, default=1,
+                    help="requests decoded at once per mode (closed loop: the next problem starts when one ends; "
+                         "their target steps share forward passes); 1 = one at a time, modes side by side")
     _decode_args(bp)
     fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions, "
                                         "random weights")
@@ -135,7 +138,8 @@ def _decode_config(a, mode: str):
                         ngram_min=a.ngram_min, max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens,
                         temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                         draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
-                        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype)
+                        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype,
+                        concurrency=getattr(a, "concurrency", 1))
 
 
 def _verifier_config(a):
@@ -204,16 +208,17 @@ class _Session:
         from .hf import HFBackend
 
         self.a, self.paths, self.dtype = a, paths, resolve_dtype(a.dtype)
+        n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
         if a.backend == "vllm":
             from .vllm_backend import VLLMBackend
 
             self.target = VLLMBackend(paths["target"], dtype=self.dtype, ngram=next(iter(cfgs)).ngram_cfg)
         else:
             self.target = HFBackend(paths["target"], dtype=self.dtype, threads=a.threads,
-                                    pool_size=max(8, 2 * (a.gamma + 1)))
+                                    pool_size=max(8, 2 * (a.gamma + 1)) * n)
         self.draft = None
         if any(c.base == "lr-sync" for c in cfgs):
-            self.draft = HFBackend(paths["draft"], dtype=self.dtype, threads=a.threads)
+            self.draft = HFBackend(paths["draft"], dtype=self.dtype, threads=a.threads, pool_size=8 * n)
         self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
             vc = self.vcfg if a.verifier != "embedding" else \
@@ -333,6 +338,7 @@ def cmd_bench(a) -> int:
     def meta(done: int) -> dict:
         return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
                 "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
+                "concurrency": a.concurrency,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
                 "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
                 "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
@@ -340,7 +346,9 @@ def cmd_bench(a) -> int:
     stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
                             lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,
                             log=lambda x: print(x, file=sys.stderr, flush=True),
-                            progress=lambda st: bench.write_results(out, meta(st[0].requests), bench.summarize(st)))
+                            progress=lambda st: bench.write_results(out, meta(min(x.requests for x in st)),
+                                                                    bench.summarize(st)),
+                            concurrency=a.concurrency)
     rows = bench.summarize(stats)
     final = meta(len(problems))
     j, c = bench.write_results(out, final, rows)

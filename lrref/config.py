@@ -21,6 +21,8 @@ MODES = ("ar", "sd", "lr-sync", "lr-sync+sd", "lr-async", "lr-async+sd")  # ever
 BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
 MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
+ASYNC_CONCURRENCY = ("--concurrency > 1 is not supported for lr-async (its draft process serves one chain at a "
+                     "time); use ar, sd or lr-sync[+sd]")
 
 
 def parse_mode(mode: str) -> tuple[str, bool]:
@@ -64,17 +66,21 @@ class DecodeConfig:
     target_threads: int = option("torch threads of the target in lr-async (sync modes use the process setting)", 1)
     log_text: bool = option("write step and answer texts into the trace", False)
     dtype: str = option(DTYPE_HELP + " (the models are loaded with it; the trace's hardware has the choice)", "auto")
+    concurrency: int = option("requests decoded at once (closed loop: the next starts when one ends); the target "
+                              "steps of all of them share forward passes", 1)
 
     def __post_init__(self) -> None:
         """:raises InputError: a value out of range or settings that do not go together."""
         base = parse_mode(self.mode)[0]
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1)):
+        for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1), ("concurrency", 1)):
             if getattr(self, name) < lo:
                 raise InputError(f"{name} must be >= {lo}, got {getattr(self, name)}")
         if self.ngram < 0:
             raise InputError(f"ngram must be >= 0, got {self.ngram}")
+        if self.concurrency > 1 and base == "lr-async":
+            raise InputError(ASYNC_CONCURRENCY)
         if self.width > 1 and base != "lr-sync":
             raise InputError("width > 1 is implemented for lr-sync only")
         if self.width > 1 and self.draft_sampling.greedy:

@@ -4,6 +4,9 @@ All modes commit whole steps (:mod:`lrref.steps`) and write one trace record
 per drafted candidate and per target-only step (:mod:`lrref.rows`).  ``ar``/``sd``
 is one target step per cycle (here), ``lr-sync`` one :class:`lrref.lr_sync.SyncCycle`
 per cycle, ``lr-async`` one :class:`lrref.lr_async.AsyncPipeline` per request.
+ar/sd and lr-sync are job generators (:mod:`lrref.jobs`): :meth:`Decoder.run`
+decodes one request, :meth:`Decoder.run_many` several at once whose steps share
+batches (:mod:`lrref.closed_loop`).
 
 Lossless property: with greedy decoding and a verifier that accepts only
 token-identical steps (``exact`` with ``normalize=False``), every committed
@@ -14,14 +17,16 @@ step is the target's own greedy step from the same prefix, so LR reproduces
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lrsim.errors import InputError
 from lrsim.trace import Header, RequestRecord, TraceWriter
 
 from .backend import Backend, StepRequest
-from .config import BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
+from .closed_loop import ClosedLoop
+from .config import ASYNC_CONCURRENCY, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
 from .cpu import hardware_facts, resolve_dtype
+from .jobs import DRAFT, TARGET, Job, Lane, Steps, run_direct
 from .lr_async import AsyncPipeline
 from .lr_sync import SyncCycle
 from .request import Committed, Request, Result
@@ -67,51 +72,101 @@ class Decoder:
             self.worker.close()
             self.worker = None
 
+    @property
+    def lanes(self) -> dict[str, Lane]:
+        """The target lane, and the draft lane when the draft runs in this process (lr-sync)."""
+        cfg = self.cfg
+        out = {TARGET: Lane(self.target, cfg.sampling, cfg.ngram_cfg)}
+        if self.draft is not None:
+            out[DRAFT] = Lane(self.draft, cfg.draft_sampling, cfg.draft_ngram_cfg)
+        return out
+
     def run(self, request: int, prompt_ids: Sequence[int], answer_ref: str | None = None) -> Result:
         """Decode one request (prompt token ids) to EOS or the token cap."""
-        cfg = self.cfg
-        t_start, w0 = self.clock(), time.perf_counter()
+        w0 = time.perf_counter()
         fwd0 = _forward_s(self.target), _forward_s(self.draft)
-        req = Request(cfg, self.target, self.verifier, self.clock, Rows(self.trace, request, cfg.log_text), request,
-                      list(prompt_ids))
-        _set_threads(cfg.main_threads)
-        if cfg.base == "lr-async":
+        req = self._start(request, prompt_ids)
+        _set_threads(self.cfg.main_threads)
+        if self.cfg.base == "lr-async":
             req.res.draft_overlapped = True
             AsyncPipeline(req, self.worker).run()
         else:
-            self._run_cycles(req)
+            run_direct(request_steps(req), self.lanes, self.clock)
         res = req.res
         res.wall_s = time.perf_counter() - w0
-        res.text = self.target.decode(res.ids)
         res.target_s += _forward_s(self.target) - fwd0[0]
         res.draft_s += _forward_s(self.draft) - fwd0[1]
+        return self._finish(req)
+
+    def run_many(self, prompts: Sequence[tuple[int, Sequence[int]]], concurrency: int,
+                 done: Callable[[int, Result], None] | None = None) -> list[Result]:
+        """Decode ``(request, prompt ids)`` pairs ``concurrency`` at a time, in a closed loop.
+
+        The next request starts as soon as one ends; the target steps of all requests in flight share one
+        running batch (and lr-sync's drafts one draft batch): :class:`lrref.closed_loop.ClosedLoop`.  Each
+        result's ``wall_s`` is its latency; model time is shared among the requests of every pass by rows.
+
+        :param done: called with each request's index and result as it ends.
+        :raises InputError: lr-async (its draft process serves one chain at a time).
+        """
+        if self.cfg.base == "lr-async":
+            raise InputError(ASYNC_CONCURRENCY)
+        _set_threads(self.cfg.main_threads)
+        results: dict[int, Result] = {}
+
+        def finish(req: Request) -> None:
+            req.res.wall_s = self.clock() - req.res.start
+            results[req.index] = self._finish(req)
+            if done is not None:
+                done(req.index, results[req.index])
+
+        def start(i: int, ids: Sequence[int]) -> tuple[Request, Steps]:
+            req = self._start(i, ids)
+            return req, request_steps(req)
+
+        ClosedLoop(self.lanes, self.clock, concurrency).run((start(i, ids) for i, ids in prompts), finish)
+        return [results[i] for i, _ in prompts]
+
+    def _start(self, request: int, prompt_ids: Sequence[int]) -> Request:
+        """A new request, started now."""
+        req = Request(self.cfg, self.target, self.verifier, self.clock, Rows(self.trace, request, self.cfg.log_text),
+                      request, list(prompt_ids))
+        req.res.start = self.clock()
+        return req
+
+    def _finish(self, req: Request) -> Result:
+        """Decode the request's text and write its trace record."""
+        res = req.res
+        res.text = self.target.decode(res.ids)
+        res.end = self.clock()
         if self.trace:
             self.trace.request(RequestRecord(
-                request=request, start=t_start, end=self.clock(), prompt_tokens=len(prompt_ids),
+                request=req.index, start=res.start, end=res.end, prompt_tokens=len(req.prompt),
                 output_tokens=len(res.ids), steps=len(res.steps), accepted_steps=res.accepted_steps, finish=res.finish,
-                text=res.text if cfg.log_text else None))
+                first_step=res.first_step, text=res.text if self.cfg.log_text else None))
         return res
 
-    def _run_cycles(self, req: Request) -> None:
-        """ar/sd steps or lr-sync cycles until EOS or the token cap."""
-        cycle = 0
-        while req.left > 0:
-            if self.cfg.base == "ar":
-                done = ar_step(req, cycle)
-            else:
-                done = SyncCycle(req, self.draft, cycle, req.prefix(), req.left).run()
-            cycle += 1
-            if done:
-                req.res.finish = "eos"
-                break
+
+def request_steps(req: Request) -> Steps:
+    """ar/sd steps or lr-sync cycles until EOS or the token cap (a job generator, :mod:`lrref.jobs`)."""
+    cycle = 0
+    while req.left > 0:
+        if req.cfg.base == "ar":
+            done = yield from ar_step(req, cycle)
+        else:
+            done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
+        cycle += 1
+        if done:
+            req.res.finish = "eos"
+            break
+    return req.res.finish == "eos"
 
 
-def ar_step(req: Request, cycle: int) -> bool:
-    """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; True at EOS."""
+def ar_step(req: Request, cycle: int) -> Steps:
+    """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; returns True at EOS."""
     cfg = req.cfg
     cap = min(cfg.max_step_tokens, req.left)
-    t = req.target.generate_steps([StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1))],
-                                  cfg.sampling, cfg.ngram_cfg, req.clock)[0]
+    t = (yield Job(TARGET, [StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1))]))[0]
     req.count_target(t)
     req.rows.write(cycle, 0, target=t, committed="target")
     return req.commit(t, "target")
@@ -160,6 +215,6 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
     mode, k1 = {"lr-sync": ("sync", cfg.gamma + 1), "lr-async": ("async", cfg.gamma)}.get(cfg.base, ("ar", 1))
     setting = Setting(mode, k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if mode != "ar" else 1,
                       "per_pair" if mode == "sync" else "one",
-                      f"threads={cfg.target_threads if mode == 'async' else cfg.threads}")
+                      f"threads={cfg.target_threads if mode == 'async' else cfg.threads}", cfg.concurrency)
     return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
                   backend=backend, hardware=hw, notes=notes)
