@@ -209,7 +209,8 @@ def format_table(rows: Sequence[dict]) -> str:
     for r in rows:
         sec = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         out.append(f"| {r['mode']} | {r['tokens_per_s']:.2f} | {r['speedup_vs_ar'] or '-'} | "
-                   f"{sec(r['latency_mean_s'])} | {sec(r['ttft_mean_s'])} | {pct(r['step_acceptance'])} | {pct(r['ngram_acceptance'])} | "
+                   f"{sec(r['latency_mean_s'])} | {sec(r['ttft_mean_s'])} | {pct(r['step_acceptance'])} | "
+                   f"{pct(r['ngram_acceptance'])} | "
                    f"{pct(r['accuracy'])} [{100 * r['accuracy_ci95'][0]:.0f}, {100 * r['accuracy_ci95'][1]:.0f}] | "
                    f"{pct(r['target_share'])} | {r['draft_s']:.0f} | {pct(r['verify_share'])} | "
                    f"{pct(r['wait_share'])} | {pct(r['overhead_share'])} |")
@@ -264,7 +265,8 @@ def _mode_major(problems, decs, stats, encode, log, progress, concurrency: int) 
     """``concurrency`` requests at once: every problem of one mode (closed loop), then the next mode."""
     prompts = [(i, encode(p["question"])) for i, p in enumerate(problems)]
     for m, dec in decs.items():
-        results = dec.run_many(prompts, concurrency, lambda i, r, st=stats[m]: _record(st, i, r, problems, log))
+        results = dec.run_many(prompts, concurrency,
+                               lambda i, r, st=stats[m]: _record(st, i, r, problems, log))
         stats[m].span(max(r.end for r in results) - min(r.start for r in results))
         if progress:
             progress(list(stats.values()))

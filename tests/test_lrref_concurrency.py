@@ -4,6 +4,8 @@ The toy's numerics do not depend on the batch, so every request must decode exac
 real-model version of these checks (float32 SmolLM2) is in ``test_lrref_real.py``.
 """
 
+import itertools
+
 import pytest
 
 from toy import ToyBackend
@@ -63,7 +65,7 @@ def test_every_request_decodes_as_it_does_alone(tmp_path, mode, kw, n):
     assert all(rows_of(tr, i, {"target_batch", "draft_batch"}) == rows_of(t1, i, {"target_batch", "draft_batch"})
                for i in range(len(PROMPTS)))
     order = [s.request for s in tr.steps]
-    assert any(a > b for a, b in zip(order, order[1:]))
+    assert any(a > b for a, b in itertools.pairwise(order))
     timed = [s for s in tr.steps if s.target_start is not None]
     assert any(a.request != b.request and a.target_start < b.target_end and b.target_start < a.target_end
                for a in timed for b in timed)  # overlapping rows of one engine share its passes
