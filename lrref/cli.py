@@ -71,7 +71,8 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--draft", default=None, help="draft model: registry name or HF model dir")
     m.add_argument("--judge", default=None, help="judge model dir (judge verifier; default: the target)")
     m.add_argument("--embedding", default=None, help="embedding model (embedding verifier; default all-mpnet-base-v2)")
-    m.add_argument("--verifier", default="embedding", choices=VERIFIERS)
+    m.add_argument("--verifier", default=None, choices=VERIFIERS,
+                   help="default: embedding (random with --random-weights, the only one allowed there)")
     m.add_argument("--threshold", type=_float, default=None,
                    help="verifier threshold (judge margin 0, cosine 0.85, score 7, random p 0.5)")
     m.add_argument("--exact-strict", action="store_true",
@@ -79,6 +80,16 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--dtype", default="auto", choices=DTYPES, help=DTYPE_HELP)
     m.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
+    d = p.add_argument_group("devices and random weights (hf backend)")
+    d.add_argument("--device", default="cpu", help="torch device of the target: cpu, cuda or cuda:N "
+                   "(--dtype auto is bfloat16 on CUDA)")
+    d.add_argument("--draft-device", default=None, help="torch device of the draft (default: --device)")
+    d.add_argument("--random-weights", default=None, metavar="TARGET[,DRAFT]",
+                   help="build the models from architecture configs (shipped names or model dirs) with random "
+                        "weights, to time shapes whose weights are not at hand: random prompts, steps end at "
+                        "--max-step-tokens, --verifier random --threshold p decides acceptance")
+    d.add_argument("--prompt-tokens", type=_pos_int, default=None,
+                   help="--random-weights: prompt length in random token ids (default 128)")
     p.set_defaults(mode_help=MODE_HELP)
 
 
@@ -99,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--cache-dir", default=None)
     lp.add_argument("--json", action="store_true")
     gp = sub.add_parser("generate", help="decode one prompt")
-    src = gp.add_mutually_exclusive_group(required=True)
+    src = gp.add_mutually_exclusive_group()  # one is required, unless --random-weights (a random prompt)
     src.add_argument("--prompt", help="question text")
     src.add_argument("--prompt-file", help="file with the question text")
     gp.add_argument("--mode", default="lr-sync", help=MODE_HELP)
@@ -139,12 +150,15 @@ def _decode_config(a, mode: str):
                         temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                         draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
                         threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype,
-                        concurrency=getattr(a, "concurrency", 1))
+                        concurrency=getattr(a, "concurrency", 1), device=a.device, draft_device=a.draft_device,
+                        verify_identical=bool(a.random_weights))
 
 
 def _verifier_config(a):
     from .verifiers import VerifierConfig
 
+    if a.verifier is None:
+        a.verifier = "random" if a.random_weights else "embedding"
     model = a.judge if a.verifier == "judge" else a.embedding if a.verifier == "embedding" else None
     return VerifierConfig(a.verifier, a.threshold, model, normalize=not a.exact_strict, seed=a.seed)
 
@@ -153,6 +167,39 @@ def _check_backend(a, cfgs) -> None:
     if a.backend == "vllm" and len({c.ngram_cfg for c in cfgs}) > 1:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")
+    if a.backend != "hf" and (a.device != "cpu" or a.draft_device or a.random_weights):
+        raise UsageError(f"--device, --draft-device and --random-weights are for --backend hf, not {a.backend}")
+
+
+def _random_weights(a):
+    """``--random-weights`` parsed (None without it); its verifier must be the random one.
+
+    :raises UsageError: another verifier, ``--prompt-tokens`` without random weights, an unknown architecture.
+    """
+    from . import random_weights
+
+    if not a.random_weights:
+        if a.prompt_tokens is not None:
+            raise UsageError("--prompt-tokens is for --random-weights")
+        return None
+    if a.verifier not in (None, "random"):
+        raise UsageError(f"--random-weights needs --verifier random (acceptance of random weights means nothing), "
+                         f"got --verifier {a.verifier}")
+    return random_weights.parse(a.random_weights, a.prompt_tokens or 128, a.max_tokens, a.cache_dir)
+
+
+def _check_devices(a) -> None:
+    """A CUDA device that torch cannot see is refused now (one line), before any model loads."""
+    wanted = [d for d in (a.device, a.draft_device) if d and d.startswith("cuda")]
+    if not wanted:
+        return
+    import torch
+
+    for d in wanted:
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {d}: torch sees no CUDA device here (torch {torch.__version__})")
+        if torch.device(d).index is not None and torch.device(d).index >= torch.cuda.device_count():
+            raise UsageError(f"--device {d}: torch sees {torch.cuda.device_count()} CUDA device(s)")
 
 
 def _writable(path: Path) -> None:
@@ -186,14 +233,24 @@ def _resolve_models(a, cfgs) -> dict:
 def _prepare(a, cfgs, output: Path) -> dict:
     """Everything that can fail before the weights load: backend, verifier, output, models, vocabularies."""
     _check_backend(a, cfgs)
+    a.random = _random_weights(a)
     _verifier_config(a)
+    _check_devices(a)
     _writable(output)
-    paths = _resolve_models(a, cfgs)
+    paths = _random_paths(a.random, cfgs) if a.random else _resolve_models(a, cfgs)
     if a.dtype == "auto":
         from .cpu import describe_auto
 
-        print(f"lrref: {describe_auto()}", file=sys.stderr, flush=True)
+        print(f"lrref: {describe_auto(a.device)}", file=sys.stderr, flush=True)
     return paths
+
+
+def _random_paths(rw, cfgs) -> dict:
+    """The models' names by role with random weights (``random:ARCH``)."""
+    out = {"target": f"random:{rw.target.name}"}
+    if any(c.is_lr for c in cfgs):
+        out["draft"] = f"random:{rw.draft.name}"
+    return out
 
 
 # --- running ---------------------------------------------------------------------------------------
@@ -205,20 +262,16 @@ class _Session:
     def __init__(self, a, paths: dict, cfgs):
         from . import verifiers
         from .cpu import resolve_dtype
-        from .hf import HFBackend
 
-        self.a, self.paths, self.dtype = a, paths, resolve_dtype(a.dtype)
-        n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
+        self.a, self.paths, self.dtype = a, paths, resolve_dtype(a.dtype, a.device)
+        self.draft_dtype = resolve_dtype(a.dtype, a.draft_device or a.device)
+        self.draft = None
         if a.backend == "vllm":
             from .vllm_backend import VLLMBackend
 
             self.target = VLLMBackend(paths["target"], dtype=self.dtype, ngram=next(iter(cfgs)).ngram_cfg)
         else:
-            self.target = HFBackend(paths["target"], dtype=self.dtype, threads=a.threads,
-                                    pool_size=max(8, 2 * (a.gamma + 1)) * n)
-        self.draft = None
-        if any(c.base == "lr-sync" for c in cfgs):
-            self.draft = HFBackend(paths["draft"], dtype=self.dtype, threads=a.threads, pool_size=8 * n)
+            self.target, self.draft = _hf_models(a, paths, any(c.base == "lr-sync" for c in cfgs))
         self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
             vc = self.vcfg if a.verifier != "embedding" else \
@@ -234,13 +287,36 @@ class _Session:
         vinfo = None
         if self.verifier is not None:
             vinfo = config_dict(self.vcfg) | {"name": self.verifier.name, "threshold_used": self.vcfg.t}
-        tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo))
+        rw = getattr(self.a, "random", None)
+        tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo,
+                                                 notes=rw.note(self.vcfg.t) if rw else None,
+                                                 random_weights=rw.header(self.vcfg.t) if rw else None))
         try:
             return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                           draft_dtype=self.dtype)
+                           draft_dtype=self.draft_dtype, draft_random=rw.model("draft") if rw else None)
         except BaseException:
             tw.close()
             raise
+
+
+def _hf_models(a, paths: dict, with_draft: bool) -> tuple:
+    """The hf backend's target and (lr-sync's, in this process) draft on their devices; random weights with
+    ``--random-weights`` (``a.random``)."""
+    from .cpu import resolve_dtype
+
+    n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
+    ddev = a.draft_device or a.device
+    tkw = dict(dtype=resolve_dtype(a.dtype, a.device), threads=a.threads, pool_size=max(8, 2 * (a.gamma + 1)) * n,
+               device=a.device)
+    dkw = dict(dtype=resolve_dtype(a.dtype, ddev), threads=a.threads, pool_size=8 * n, device=ddev)
+    if getattr(a, "random", None) is not None:
+        from .hf_random import RandomBackend
+
+        return (RandomBackend(**a.random.model("target"), **tkw),
+                RandomBackend(**a.random.model("draft"), **dkw) if with_draft else None)
+    from .hf import HFBackend
+
+    return HFBackend(paths["target"], **tkw), HFBackend(paths["draft"], **dkw) if with_draft else None
 
 
 def _stamp() -> str:
@@ -268,6 +344,10 @@ def cmd_models(a) -> int:
 
 
 def _question(a) -> str:
+    if a.prompt is None and a.prompt_file is None:
+        if a.random_weights:
+            return "a random prompt"  # the random-weights backend turns any text into --prompt-tokens random ids
+        raise UsageError("one of the arguments --prompt --prompt-file is required")
     if a.prompt_file:
         if not Path(a.prompt_file).is_file():
             raise UsageError(f"prompt file {a.prompt_file} does not exist")

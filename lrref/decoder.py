@@ -45,13 +45,15 @@ class Decoder:
     :param draft: draft backend (lr-sync; lr-async starts a draft process from ``draft_path`` instead).
     :param verifier: step verifier (lr modes).
     :param draft_dtype: dtype of lr-async's draft process (default: ``cfg.dtype``, ``auto`` resolved here).
+    :param draft_random: lr-async's draft process builds random weights
+        (:meth:`lrref.random_weights.RandomWeights.model`) instead of loading ``draft_path``.
     :raises InputError: a mode without the draft or verifier it needs.
     :raises lrref.worker.WorkerError: lr-async's draft process did not start.
     """
 
     def __init__(self, cfg: DecodeConfig, target: Backend, draft: Backend | None = None,
                  verifier: Verifier | None = None, trace: TraceWriter | None = None, draft_path: str | None = None,
-                 draft_dtype: str | None = None):
+                 draft_dtype: str | None = None, draft_random: dict | None = None):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
         self.worker: DraftWorker | None = None
@@ -64,7 +66,8 @@ class Decoder:
                 raise InputError("lr-async needs the draft model path (it runs in its own process)")
             t0 = trace.t0 if trace else self.clock.t0
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
-                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg)
+                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
+                                      device=cfg.draft_on, random=draft_random)
 
     def close(self) -> None:
         """Stop the draft process (lr-async)."""
@@ -191,12 +194,15 @@ def _forward_s(be: Backend | None) -> float:
     return be.stats.forward_s if be is not None else 0.0
 
 
-def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None
-                ) -> Header:
+def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None,
+                random_weights: dict | None = None) -> Header:
     """Trace header with the full config (and its help), models, backend and machine facts.
 
-    ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to and the
-    target's torch threads (:func:`lrref.cpu.hardware_facts`).
+    ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to, the
+    target's torch threads (:func:`lrref.cpu.hardware_facts`) and the devices (with the GPU's name on CUDA).
+
+    :param random_weights: the models have random weights (:meth:`lrref.random_weights.RandomWeights.header`):
+        recorded as ``config.random_weights``.
     """
     import os
 
@@ -205,16 +211,26 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
     import torch
 
     threads = cfg.target_threads if cfg.base == "lr-async" else cfg.threads
-    hw = machine_facts() | {"torch_threads": torch.get_num_threads(), "device": "cpu",
-                            "loadavg_start": list(os.getloadavg())} | hardware_facts(resolve_dtype(cfg.dtype), threads)
+    gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if cfg.device.startswith("cuda") else None
+    hw = machine_facts() | {"torch_threads": torch.get_num_threads(), "device": cfg.device,
+                            "draft_device": cfg.draft_on, "gpu": gpu, "loadavg_start": list(os.getloadavg())} | \
+        hardware_facts(resolve_dtype(cfg.dtype, cfg.device), threads)
     conf = cfg.trace_config()
     if verifier:
         conf["verifier"] = verifier
+    if random_weights:
+        conf["random_weights"] = random_weights
     # the run in lrsim's terms: sync writes gamma + 1 target steps per cycle and verifies pair by pair;
     # lr-async's target runs on target_threads (the draft process has the rest)
     mode, k1 = {"lr-sync": ("sync", cfg.gamma + 1), "lr-async": ("async", cfg.gamma)}.get(cfg.base, ("ar", 1))
     setting = Setting(mode, k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if mode != "ar" else 1,
-                      "per_pair" if mode == "sync" else "one",
-                      f"threads={cfg.target_threads if mode == 'async' else cfg.threads}", cfg.concurrency)
+                      "per_pair" if mode == "sync" else "one", hardware_label(cfg, gpu), cfg.concurrency)
     return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
                   backend=backend, hardware=hw, notes=notes)
+
+
+def hardware_label(cfg: DecodeConfig, gpu: str | None = None) -> str:
+    """The setting's hardware share: ``threads=N`` of the target on a CPU, ``gpu=NAME`` on CUDA (the GPU's name)."""
+    if gpu is not None:
+        return f"gpu={gpu}"
+    return f"threads={cfg.target_threads if cfg.base == 'lr-async' else cfg.threads}"

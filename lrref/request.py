@@ -106,10 +106,12 @@ class Request:
 
     def verify(self, pairs: list[tuple[StepOut, StepOut]], context: str
                ) -> tuple[list[Verdict], list[str], tuple[float, float]]:
-        """Verdicts for (target, draft) pairs (identical token streams pass without the verifier), the verifier
-        name per pair and the call's (start, end) on the trace clock; counted in the result."""
+        """Verdicts for (target, draft) pairs (identical token streams pass without the verifier, unless
+        ``cfg.verify_identical``), the verifier name per pair and the call's (start, end) on the trace clock;
+        counted in the result."""
         t0 = self.clock()
-        verdicts: list[Verdict | None] = [Verdict(True, None) if t.ids == d.ids else None for t, d in pairs]
+        same = (lambda t, d: False) if self.cfg.verify_identical else (lambda t, d: t.ids == d.ids)
+        verdicts: list[Verdict | None] = [Verdict(True, None) if same(t, d) else None for t, d in pairs]
         names = ["identical" if v else self.verifier.name for v in verdicts]
         todo = [i for i, v in enumerate(verdicts) if v is None]
         if todo:

@@ -61,13 +61,22 @@ class _Chain:
         return StepRequest(ids, cap, step_seed(self.seed, len(self.made)))
 
 
+def _draft_backend(path: str, dtype: str, threads: int, pool_size: int, device: str, random: dict | None):
+    """The draft model of the process: the one at ``path``, or random weights (:mod:`lrref.random_weights`)."""
+    if random is not None:
+        from .hf_random import RandomBackend
+
+        return RandomBackend(**random, dtype=dtype, threads=threads, pool_size=pool_size, device=device)
+    from .hf import HFBackend
+
+    return HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size, device=device)
+
+
 def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
-                ngram: dict, pool_size: int) -> None:
+                ngram: dict, pool_size: int, device: str = "cpu", random: dict | None = None) -> None:
     """Entry point of the draft process."""
     try:
-        from .hf import HFBackend
-
-        be = HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size)
+        be = _draft_backend(path, dtype, threads, pool_size, device, random)
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
         eng = be.engine(samp, NgramConfig(**ngram), clock)
@@ -113,16 +122,21 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
 
 
 class DraftWorker:
-    """Main-process handle on the draft process."""
+    """Main-process handle on the draft process.
+
+    :param device: torch device of the draft model ("cpu", "cuda", "cuda:N").
+    :param random: random weights instead of the model at ``path``: :meth:`lrref.random_weights.RandomWeights.model`.
+    """
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
-                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0):
-        dtype = resolve_dtype(dtype)  # here, so that both processes agree
+                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0, device: str = "cpu",
+                 random: dict | None = None):
+        dtype = resolve_dtype(dtype, device)  # here, so that both processes agree
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
                                 args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
-                                      pool_size))
+                                      pool_size, device, random))
         self.proc.start()
         child.close()
         self._forward_seen = 0.0

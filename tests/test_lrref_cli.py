@@ -57,7 +57,7 @@ def test_bad_dataset_content(tmp_path):
 def test_help_and_validation_do_not_import_torch():
     code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker, "
             "lrref.config, lrref.backend, lrref.cpu, lrref.rows, lrref.request, lrref.lr_sync, lrref.lr_async, "
-            "lrref.jobs, lrref.closed_loop;"
+            "lrref.jobs, lrref.closed_loop, lrref.random_weights, lrref.archs;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0
