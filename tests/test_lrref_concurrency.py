@@ -8,13 +8,13 @@ import itertools
 
 import pytest
 
-from toy import ToyBackend
+from toy import ToyBackend, toy_decoder
 
 from lrref.config import DecodeConfig
-from lrref.decoder import Decoder, make_header
+from lrref.decoder import Decoder
 from lrref.verifiers import ExactVerifier, RandomVerifier
 from lrsim.errors import InputError
-from lrsim.trace import TraceWriter, read_trace, recorded_setting
+from lrsim.trace import read_trace, recorded_setting
 
 PROMPTS = [[0, 1, 2, k] for k in range(5)] + [[3, 1, k] for k in range(3)]  # 8 distinct toy prompts
 TIMES = {"draft_start", "draft_end", "target_start", "target_end", "verify_start", "verify_end"}
@@ -23,12 +23,8 @@ MODES = [("ar", {}), ("sd", {}), ("lr-sync", {}), ("lr-sync+sd", {}), ("lr-sync"
 
 def decode(tmp_path, mode, concurrency, many=True, verifier=None, **kw):
     """Results and trace of PROMPTS: ``run_many`` at ``concurrency``, or one ``run`` after the other."""
-    cfg = DecodeConfig(**({"mode": mode, "gamma": 3, "max_step_tokens": 6, "max_tokens": 60, "threads": 0,
-                           "draft_temperature": 0.5, "dtype": "float32", "concurrency": concurrency} | kw))
-    tgt, drf = ToyBackend("target"), ToyBackend("draft", deviate=0.3)
     tp = tmp_path / f"{mode}-{kw.get('width', 1)}-{concurrency}-{many}.jsonl"
-    tw = TraceWriter(tp, make_header(cfg, {"target": tgt.path, "draft": drf.path}, "toy", {"name": "exact"}))
-    dec = Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=drf.path)
+    dec, tw = toy_decoder(tp, verifier, mode=mode, concurrency=concurrency, **kw)
     try:
         if many:
             res = dec.run_many(list(enumerate(PROMPTS)), concurrency)

@@ -8,25 +8,21 @@ import inspect
 
 import pytest
 
-from toy import FakeWorker, ToyBackend
+from toy import FakeWorker, ToyBackend, toy_decoder
 
 from lrref.backend import Backend, Engine, Sampling, StepOut, StepRequest
 from lrref.config import MODES, DecodeConfig
-from lrref.decoder import Decoder, make_header
+from lrref.decoder import Decoder
 from lrref.rows import step_row
-from lrref.verifiers import ExactVerifier, RandomVerifier
-from lrsim.trace import TraceWriter, read_trace
+from lrref.verifiers import RandomVerifier
+from lrsim.trace import read_trace
 
 
 def decode(mode, tmp_path, verifier=None, **kw):
-    cfg = DecodeConfig(**({"mode": mode, "gamma": 3, "max_step_tokens": 6, "max_tokens": 60, "threads": 0,
-                           "draft_temperature": 0.5, "dtype": "float32", "log_text": True} | kw))
-    tgt, drf = ToyBackend("target"), ToyBackend("draft", deviate=0.3)
     tp = tmp_path / f"{mode}-{kw.get('width', 1)}.jsonl"
-    tw = TraceWriter(tp, make_header(cfg, {"target": tgt.path, "draft": drf.path}, "toy", {"name": "exact"}))
-    dec = Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=drf.path)
+    dec, tw = toy_decoder(tp, verifier, mode=mode, log_text=True, **kw)
     try:
-        res = [dec.run(i, tgt.encode_chat(q)) for i, q in enumerate(["a question", "another one"])]
+        res = [dec.run(i, dec.target.encode_chat(q)) for i, q in enumerate(["a question", "another one"])]
     finally:
         dec.close()
         tw.close()

@@ -7,8 +7,12 @@ some positions (more with sampling), so drafts are accepted sometimes and reject
 import random
 
 from lrref.backend import BackendStats, StepOut, StepRequest
+from lrref.config import DecodeConfig
+from lrref.decoder import Decoder, make_header
 from lrref.steps import StepSplitter
+from lrref.verifiers import ExactVerifier
 from lrref.worker import step_seed
+from lrsim.trace import TraceWriter
 
 WORDS = ["one", " two", " three", " four", ".", "\n\n", " five", " six"]
 EOS = len(WORDS)
@@ -141,3 +145,15 @@ class FakeWorker:
         pass
 
 
+
+
+DEFAULTS = {"gamma": 3, "max_step_tokens": 6, "max_tokens": 60, "threads": 0, "draft_temperature": 0.5,
+            "dtype": "float32"}
+
+
+def toy_decoder(path, verifier=None, **kw):
+    """A decoder of the toy target and draft (settings ``DEFAULTS | kw``) writing its trace to ``path``; its writer."""
+    cfg = DecodeConfig(**(DEFAULTS | kw))
+    tgt, drf = ToyBackend("target"), ToyBackend("draft", deviate=0.3)
+    tw = TraceWriter(path, make_header(cfg, {"target": tgt.path, "draft": drf.path}, "toy", {"name": "exact"}))
+    return Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=drf.path), tw
