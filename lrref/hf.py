@@ -164,6 +164,7 @@ class _Row:
     cached_tokens: int
     forwards: int = 0
     batch_sum: int = 0
+    busy: float = 0.0
     drafted: int = 0
     accepted: int = 0
 
@@ -265,7 +266,9 @@ class HFEngine:
             return []
         B = len(self.rows)
         props = self._proposals()
+        t0 = self.be.stats.forward_s
         logits, W = self._forward([r.pending + p for r, p in zip(self.rows, props)], props)
+        dt = self.be.stats.forward_s - t0
         new_valid = torch.zeros((B, W), dtype=torch.bool, device=self.dev)
         finished: list[tuple[int, StepOut]] = []
         keep: list[int] = []
@@ -273,6 +276,7 @@ class HFEngine:
         for i, r in enumerate(self.rows):
             k = len(props[i])
             new_valid[i, :self._advance(r, logits[o:o + k + 1], props[i], B)] = True
+            r.busy += dt
             o += k + 1
             if r.splitter.finish is not None:
                 finished.append((r.handle, self._finish(r, i)))
@@ -349,7 +353,7 @@ class HFEngine:
         return StepOut(ids=list(out), text=self.be.decode(out), finish=reason or r.splitter.finish,
                        forwards=r.forwards, ngram_drafted=r.drafted, ngram_accepted=r.accepted, start=r.start,
                        end=self.clock(), batch=round(r.batch_sum / r.forwards) if r.forwards else 0,
-                       cached_tokens=r.cached_tokens)
+                       cached_tokens=r.cached_tokens, busy_s=r.busy)
 
     def _select(self, keep: list[int]) -> None:
         """Keep only rows ``keep``; drop trailing slots that are holes in every remaining row."""

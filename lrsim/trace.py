@@ -155,10 +155,15 @@ class StepRecord:
     draft_end: float | None = option("draft step generation end (s)")
     draft_tokens: int | None = option("tokens in the draft step")
     draft_batch: int | None = option("sequences in the draft call that produced it")
+    draft_busy: float | None = option("seconds of the draft forward passes it took part in (less than end - start "
+                                      "when other work ran between them, e.g. other requests' or models' passes)")
     target_start: float | None = option("target step generation start (s)")
     target_end: float | None = option("target step generation end (s)")
     target_tokens: int | None = option("tokens in the target step")
-    target_batch: int | None = option("sequences in the target call that produced it")
+    target_batch: int | None = option("sequences in the target call that produced it (mean over its passes, all "
+                                      "requests' rows counted)")
+    target_busy: float | None = option("seconds of the target forward passes it took part in (less than end - "
+                                       "start when other work ran between them)")
     target_forwards: int | None = option("target forward passes spent on this step")
     ngram_drafted: int | None = option("tokens proposed by token-level speculation inside the target step")
     ngram_accepted: int | None = option("of those, tokens the target accepted")

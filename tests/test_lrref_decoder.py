@@ -71,13 +71,15 @@ def test_header_records_the_hardware_and_dtype(tmp_path):
 
 def test_step_row_is_the_one_row_builder():
     d = StepOut([1, 2], "d", "step", start=1.0, end=2.0, batch=3)
-    t = StepOut([1, 2, 3], "t", "eos", forwards=2, ngram_drafted=4, ngram_accepted=1, start=1.5, end=2.5, batch=2)
+    t = StepOut([1, 2, 3], "t", "eos", forwards=2, ngram_drafted=4, ngram_accepted=1, start=1.5, end=2.5, batch=2,
+                busy_s=0.75)
     r = step_row(7, 2, 1, draft=d, target=t, branch=0, vtimes=(3.0, 3.5), verifier="identical",
                  accepted=True, committed="draft")
     assert (r.request, r.cycle, r.position, r.branch) == (7, 2, 1, 0)
     assert (r.draft_start, r.draft_end, r.draft_tokens, r.draft_batch, r.draft_text) == (1.0, 2.0, 2, 3, None)
     assert (r.target_tokens, r.target_batch, r.target_forwards, r.ngram_drafted, r.ngram_accepted) == (3, 2, 2, 4, 1)
     assert (r.verify_start, r.verify_end, r.accepted, r.committed, r.cancelled) == (3.0, 3.5, True, "draft", False)
+    assert (r.target_busy, r.draft_busy) == (0.75, None)  # a backend that does not measure it: null
     c = step_row(0, 0, 4, target=t, cancelled=True, text=True)
     assert c.cancelled and c.target_text == "t" and c.draft_start is None and c.decision is None and not c.accepted
 

@@ -48,6 +48,9 @@ def check_random_trace(path, p=0.5):
     assert all(q.output_tokens == 24 and q.finish == "max_tokens" for q in tr.requests)
     done = [s for s in tr.steps if s.target_tokens and not s.cancelled]
     assert all(s.target_tokens <= 6 for s in done) and sum(s.target_tokens == 6 for s in done) > len(done) / 2
+    # a step's model time: its passes, within its span (the hf engine measures it; drafts too, in any process)
+    assert all(0 < s.target_busy <= s.target_end - s.target_start + 1e-6 for s in done)
+    assert all(0 < s.draft_busy <= s.draft_end - s.draft_start + 1e-6 for s in tr.steps if s.draft_tokens)
     decided = [s for s in tr.steps if s.decision is not None]
     assert all(s.verifier == "random" for s in decided)  # no "identical" shortcut: acceptance is p's alone
     return tr
