@@ -265,13 +265,13 @@ class _Session:
 
         self.a, self.paths, self.dtype = a, paths, resolve_dtype(a.dtype, a.device)
         self.draft_dtype = resolve_dtype(a.dtype, a.draft_device or a.device)
-        self.draft = None
         if a.backend == "vllm":
             from .vllm_backend import VLLMBackend
 
             self.target = VLLMBackend(paths["target"], dtype=self.dtype, ngram=next(iter(cfgs)).ngram_cfg)
         else:
-            self.target, self.draft = _hf_models(a, paths, any(c.base == "lr-sync" for c in cfgs))
+            self.target = _hf_model(a, paths, "target")
+        self.draft = _hf_model(a, paths, "draft") if any(c.base == "lr-sync" for c in cfgs) else None
         self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
             vc = self.vcfg if a.verifier != "embedding" else \
@@ -299,24 +299,22 @@ class _Session:
             raise
 
 
-def _hf_models(a, paths: dict, with_draft: bool) -> tuple:
-    """The hf backend's target and (lr-sync's, in this process) draft on their devices; random weights with
+def _hf_model(a, paths: dict, role: str):
+    """The ``role`` ('target', or lr-sync's in-process 'draft') as an hf backend on its device; random weights with
     ``--random-weights`` (``a.random``)."""
     from .cpu import resolve_dtype
 
     n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
-    ddev = a.draft_device or a.device
-    tkw = dict(dtype=resolve_dtype(a.dtype, a.device), threads=a.threads, pool_size=max(8, 2 * (a.gamma + 1)) * n,
-               device=a.device)
-    dkw = dict(dtype=resolve_dtype(a.dtype, ddev), threads=a.threads, pool_size=8 * n, device=ddev)
+    device = a.device if role == "target" else a.draft_device or a.device
+    pool = max(8, 2 * (a.gamma + 1)) * n if role == "target" else 8 * n
+    kw = dict(dtype=resolve_dtype(a.dtype, device), threads=a.threads, pool_size=pool, device=device)
     if getattr(a, "random", None) is not None:
         from .hf_random import RandomBackend
 
-        return (RandomBackend(**a.random.model("target"), **tkw),
-                RandomBackend(**a.random.model("draft"), **dkw) if with_draft else None)
+        return RandomBackend(**a.random.model(role), **kw)
     from .hf import HFBackend
 
-    return HFBackend(paths["target"], **tkw), HFBackend(paths["draft"], **dkw) if with_draft else None
+    return HFBackend(paths[role], **kw)
 
 
 def _stamp() -> str:
@@ -418,7 +416,7 @@ def cmd_bench(a) -> int:
     def meta(done: int) -> dict:
         return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
                 "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
-                "concurrency": a.concurrency,
+                "concurrency": a.concurrency, "device": a.device, "draft_device": a.draft_device or a.device,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
                 "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
                 "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
