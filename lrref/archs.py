@@ -55,6 +55,12 @@ class Arch:
         return 2 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[dtype]
 
 
+def source_label(a: Arch) -> str:
+    """Where ``a``'s config came from, for a record: ``lrref/data/archs/NAME.json`` for a shipped one, else its path."""
+    p = Path(a.source)
+    return f"lrref/data/archs/{p.name}" if p.parent == ARCH_DIR else a.source
+
+
 def shipped() -> list[str]:
     """Names of the shipped architecture configs."""
     return sorted(p.stem for p in ARCH_DIR.glob("*.json"))

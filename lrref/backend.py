@@ -71,6 +71,7 @@ class StepOut:
     end: float = 0.0
     batch: int = 1  # mean number of sequences in the forward passes that produced it (rounded)
     cached_tokens: int = 0  # prefix tokens whose KV came from the prefix cache (not re-prefilled)
+    busy_s: float = 0.0  # seconds of the forward passes it took part in (0: not measured by this backend)
 
     @property
     def n_tokens(self) -> int:

@@ -1,8 +1,15 @@
 """Side-by-side benchmark of decoding modes on GSM8K-format problems.
 
-Each problem is run in every mode before moving to the next problem, so slow
-drifts of machine load hit all modes alike.  Per mode: tokens/s, speedup vs
-``ar``, step acceptance, n-gram acceptance, accuracy with a Wilson 95%
+One request at a time (``concurrency = 1``), each problem is run in every mode
+before moving to the next problem, so slow drifts of machine load hit all modes
+alike.  With ``concurrency = N > 1`` each mode decodes all problems in turn, N
+at a time in a closed loop (:meth:`lrref.decoder.Decoder.run_many`: the next
+problem starts when one ends, and the target steps of all requests in flight
+share forward passes).  Per mode: tokens/s (throughput: tokens over the mode's
+wall time, which is the sum of request times at concurrency 1 and the span
+from the first start to the last end otherwise), speedup vs ``ar``, request
+latency (mean, median), time to the first committed step, time per output
+token, step acceptance, n-gram acceptance, accuracy with a Wilson 95%
 interval, and where the wall time went (target / draft / verifier / waiting
 for the overlapped draft / control overhead).  Writes ``results.json`` and
 ``results.csv`` (atomically) and one trace per mode.
@@ -15,6 +22,7 @@ import io
 import json
 import os
 import re
+import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -117,8 +125,17 @@ class ModeStats:
     correct: int = 0
     trace: str = ""
     answers: list = field(default_factory=list)
+    concurrency: int = 1
+    latencies: list = field(default_factory=list)  # per request, s
+    ttfts: list = field(default_factory=list)  # per request: start to the first committed step, s
+    tpots: list = field(default_factory=list)  # per request: latency / output tokens, s
 
     def add(self, r, correct: bool, answer: str | None) -> None:
+        self.latencies.append(r.wall_s)
+        if r.ttft_s is not None:
+            self.ttfts.append(r.ttft_s)
+        if r.ids:
+            self.tpots.append(r.wall_s / len(r.ids))
         self.requests += 1
         self.tokens += len(r.ids)
         for k in ("wall_s", "target_s", "draft_s", "verify_s", "wait_s", "overhead_s"):
@@ -132,6 +149,19 @@ class ModeStats:
         self.target_forwards += r.target_forwards
         self.correct += bool(correct)
         self.answers.append(answer)
+
+    def span(self, wall_s: float) -> None:
+        """Several requests at once: the mode's wall time is its span, and its overhead what the models left."""
+        self.wall_s = wall_s
+        draft_inline = self.draft_s if not self.wait_s else 0.0
+        self.overhead_s = wall_s - self.target_s - self.verify_s - self.wait_s - draft_inline
+
+    def latency_row(self) -> dict:
+        """Request latency (mean, median), time to the first committed step and time per output token (means)."""
+        mean = lambda xs: round(statistics.fmean(xs), 4) if xs else None  # noqa: E731
+        return {"concurrency": self.concurrency, "latency_mean_s": mean(self.latencies),
+                "latency_p50_s": round(statistics.median(self.latencies), 4) if self.latencies else None,
+                "ttft_mean_s": mean(self.ttfts), "tpot_mean_s": mean(self.tpots)}
 
     def row(self, ar_tps: float | None) -> dict:
         tps = self.tokens / self.wall_s if self.wall_s else 0.0
@@ -149,8 +179,8 @@ class ModeStats:
             "target_share": round(self.target_s / w, 3), "draft_s": round(self.draft_s, 2),
             "draft_share_inline": None if self.wait_s or not self.draft_s else round(self.draft_s / w, 3),
             "verify_share": round(self.verify_s / w, 3), "wait_share": round(self.wait_s / w, 3),
-            "overhead_share": round(self.overhead_s / w, 4), "trace": self.trace,
-        }
+            "overhead_share": round(self.overhead_s / w, 4),
+        } | self.latency_row() | {"trace": self.trace}
 
 
 def write_results(out_dir: Path, meta: dict, rows: list[dict]) -> tuple[Path, Path]:
@@ -171,13 +201,16 @@ def write_results(out_dir: Path, meta: dict, rows: list[dict]) -> tuple[Path, Pa
 
 def format_table(rows: Sequence[dict]) -> str:
     """Markdown table of the per-mode rows."""
-    head = ("| mode | tok/s | speedup vs ar | step accept | n-gram accept | accuracy [95% CI] | target | draft "
-            "(s) | verify | wait | overhead |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    head = ("| mode | tok/s | speedup vs ar | latency (s) | first step (s) | step accept | n-gram accept | "
+            "accuracy [95% CI] | target | draft (s) | verify | wait | overhead |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     out = [head]
     pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"  # noqa: E731
     for r in rows:
+        sec = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
         out.append(f"| {r['mode']} | {r['tokens_per_s']:.2f} | {r['speedup_vs_ar'] or '-'} | "
-                   f"{pct(r['step_acceptance'])} | {pct(r['ngram_acceptance'])} | "
+                   f"{sec(r['latency_mean_s'])} | {sec(r['ttft_mean_s'])} | {pct(r['step_acceptance'])} | "
+                   f"{pct(r['ngram_acceptance'])} | "
                    f"{pct(r['accuracy'])} [{100 * r['accuracy_ci95'][0]:.0f}, {100 * r['accuracy_ci95'][1]:.0f}] | "
                    f"{pct(r['target_share'])} | {r['draft_s']:.0f} | {pct(r['verify_share'])} | "
                    f"{pct(r['wait_share'])} | {pct(r['overhead_share'])} |")
@@ -187,29 +220,56 @@ def format_table(rows: Sequence[dict]) -> str:
 def run_bench(problems: list[dict], modes: Sequence[str], make_decoder: Callable[[str], object],
               encode: Callable[[str], list[int]], decode: Callable[[Sequence[int]], str],
               log: Callable[[str], None] = print,
-              progress: Callable[[list["ModeStats"]], None] | None = None) -> list[ModeStats]:
-    """Run every problem in every mode (problem-major order); ``make_decoder(mode)`` builds a Decoder."""
+              progress: Callable[[list["ModeStats"]], None] | None = None, concurrency: int = 1) -> list[ModeStats]:
+    """Run every problem in every mode; ``make_decoder(mode)`` builds a Decoder.
+
+    ``concurrency = 1``: problem-major order, one request at a time.  ``N > 1``: mode-major, N requests at once.
+    """
     decs = {m: make_decoder(m) for m in modes}
-    stats = {m: ModeStats(m, trace=str(getattr(decs[m].trace, "path", ""))) for m in modes}
+    stats = {m: ModeStats(m, trace=str(getattr(decs[m].trace, "path", "")), concurrency=concurrency) for m in modes}
     try:
-        for i, p in enumerate(problems):
-            ids = encode(p["question"])
-            for m in modes:
-                r = decs[m].run(i, ids)
-                ans = extract_answer(r.text)
-                ok = ans is not None and ans == p["gold"]
-                stats[m].add(r, ok, ans)
-                log(f"[{i + 1}/{len(problems)}] {m:>12}: {len(r.ids):4d} tok {r.wall_s:7.1f} s "
-                    f"{len(r.ids) / max(r.wall_s, 1e-9):6.2f} tok/s steps {len(r.steps):2d} "
-                    f"accepted {r.accepted_steps:2d} answer {ans} gold {p['gold']} {'ok' if ok else 'x'}")
-            if progress:
-                progress([stats[m] for m in modes])
+        if concurrency == 1:
+            _problem_major(problems, decs, stats, encode, log, progress)
+        else:
+            _mode_major(problems, decs, stats, encode, log, progress, concurrency)
     finally:
         for d in decs.values():
             d.close()
             if getattr(d, "trace", None):
                 d.trace.close()
     return [stats[m] for m in modes]
+
+
+def _record(st: ModeStats, i: int, r, problems: list[dict], log: Callable[[str], None]) -> None:
+    """Score one finished request and log its line."""
+    p = problems[i]
+    ans = extract_answer(r.text)
+    ok = ans is not None and ans == p["gold"]
+    st.add(r, ok, ans)
+    log(f"[{i + 1}/{len(problems)}] {st.mode:>12}: {len(r.ids):4d} tok {r.wall_s:7.1f} s "
+        f"{len(r.ids) / max(r.wall_s, 1e-9):6.2f} tok/s steps {len(r.steps):2d} "
+        f"accepted {r.accepted_steps:2d} answer {ans} gold {p['gold']} {'ok' if ok else 'x'}")
+
+
+def _problem_major(problems, decs, stats, encode, log, progress) -> None:
+    """One request at a time: each problem in every mode, then the next problem."""
+    for i, p in enumerate(problems):
+        ids = encode(p["question"])
+        for m, dec in decs.items():
+            _record(stats[m], i, dec.run(i, ids), problems, log)
+        if progress:
+            progress(list(stats.values()))
+
+
+def _mode_major(problems, decs, stats, encode, log, progress, concurrency: int) -> None:
+    """``concurrency`` requests at once: every problem of one mode (closed loop), then the next mode."""
+    prompts = [(i, encode(p["question"])) for i, p in enumerate(problems)]
+    for m, dec in decs.items():
+        results = dec.run_many(prompts, concurrency,
+                               lambda i, r, st=stats[m]: _record(st, i, r, problems, log))
+        stats[m].span(max(r.end for r in results) - min(r.start for r in results))
+        if progress:
+            progress(list(stats.values()))
 
 
 def summarize(stats: Sequence[ModeStats]) -> list[dict]:

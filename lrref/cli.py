@@ -75,7 +75,8 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--draft", default=None, help="draft model: registry name or HF model dir")
     m.add_argument("--judge", default=None, help="judge model dir (judge verifier; default: the target)")
     m.add_argument("--embedding", default=None, help="embedding model (embedding verifier; default all-mpnet-base-v2)")
-    m.add_argument("--verifier", default="embedding", choices=VERIFIERS)
+    m.add_argument("--verifier", default=None, choices=VERIFIERS,
+                   help="default: embedding (random with --random-weights, the only one allowed there)")
     m.add_argument("--threshold", type=_float, default=None,
                    help="verifier threshold (judge margin 0, cosine 0.85, score 7, random p 0.5)")
     m.add_argument("--exact-strict", action="store_true",
@@ -86,6 +87,16 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                    help="hf (transformers), vllm, or llamacpp: the GGUF files through llama.cpp (pip install -e "
                         "'.[llamacpp]'; `lrref models prepare --format gguf` is enough for it)")
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
+    d = p.add_argument_group("devices and random weights (hf backend)")
+    d.add_argument("--device", default="cpu", help="torch device of the target: cpu, cuda or cuda:N "
+                   "(--dtype auto is bfloat16 on CUDA)")
+    d.add_argument("--draft-device", default=None, help="torch device of the draft (default: --device)")
+    d.add_argument("--random-weights", default=None, metavar="TARGET[,DRAFT]",
+                   help="build the models from architecture configs (shipped names or model dirs) with random "
+                        "weights, to time shapes whose weights are not at hand: random prompts, steps end at "
+                        "--max-step-tokens, --verifier random --threshold p decides acceptance")
+    d.add_argument("--prompt-tokens", type=_pos_int, default=None,
+                   help="--random-weights: prompt length in random token ids (default 128)")
     p.set_defaults(mode_help=MODE_HELP)
 
 
@@ -108,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("--cache-dir", default=None)
     lp.add_argument("--json", action="store_true")
     gp = sub.add_parser("generate", help="decode one prompt")
-    src = gp.add_mutually_exclusive_group(required=True)
+    src = gp.add_mutually_exclusive_group()  # one is required, unless --random-weights (a random prompt)
     src.add_argument("--prompt", help="question text")
     src.add_argument("--prompt-file", help="file with the question text")
     gp.add_argument("--mode", default="lr-sync", help=MODE_HELP)
@@ -121,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--modes", default=",".join(BENCH_MODES), help="comma-separated modes (" + MODE_HELP + ")")
     bp.add_argument("--out", default=None, help="output directory (default runs/bench-<time>)")
     bp.add_argument("--json", action="store_true")
+    bp.add_argument("--concurrency", type=_pos_int, default=1,
+                    help="requests decoded at once per mode (closed loop: the next problem starts when one ends; "
+                         "their target steps share forward passes); 1 = one at a time, modes side by side")
     _decode_args(bp)
     fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions, "
                                         "random weights")
@@ -144,12 +158,16 @@ def _decode_config(a, mode: str):
                         ngram_min=a.ngram_min, max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens,
                         temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                         draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
-                        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype)
+                        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype,
+                        concurrency=getattr(a, "concurrency", 1), device=a.device, draft_device=a.draft_device,
+                        verify_identical=bool(a.random_weights))
 
 
 def _verifier_config(a):
     from .verifiers import VerifierConfig
 
+    if a.verifier is None:
+        a.verifier = "random" if a.random_weights else "embedding"
     model = a.judge if a.verifier == "judge" else a.embedding if a.verifier == "embedding" else None
     return VerifierConfig(a.verifier, a.threshold, model, normalize=not a.exact_strict, seed=a.seed)
 
@@ -162,6 +180,39 @@ def _check_backend(a, cfgs) -> None:
         from .llamacpp_ffi import require_binding
 
         require_binding()
+    if a.backend != "hf" and (a.device != "cpu" or a.draft_device or a.random_weights):
+        raise UsageError(f"--device, --draft-device and --random-weights are for --backend hf, not {a.backend}")
+
+
+def _random_weights(a):
+    """``--random-weights`` parsed (None without it); its verifier must be the random one.
+
+    :raises UsageError: another verifier, ``--prompt-tokens`` without random weights, an unknown architecture.
+    """
+    from . import random_weights
+
+    if not a.random_weights:
+        if a.prompt_tokens is not None:
+            raise UsageError("--prompt-tokens is for --random-weights")
+        return None
+    if a.verifier not in (None, "random"):
+        raise UsageError(f"--random-weights needs --verifier random (acceptance of random weights means nothing), "
+                         f"got --verifier {a.verifier}")
+    return random_weights.parse(a.random_weights, a.prompt_tokens or 128, a.max_tokens, a.cache_dir)
+
+
+def _check_devices(a) -> None:
+    """A CUDA device that torch cannot see is refused now (one line), before any model loads."""
+    wanted = [d for d in (a.device, a.draft_device) if d and d.startswith("cuda")]
+    if not wanted:
+        return
+    import torch
+
+    for d in wanted:
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {d}: torch sees no CUDA device here (torch {torch.__version__})")
+        if torch.device(d).index is not None and torch.device(d).index >= torch.cuda.device_count():
+            raise UsageError(f"--device {d}: torch sees {torch.cuda.device_count()} CUDA device(s)")
 
 
 def _writable(path: Path) -> None:
@@ -197,9 +248,11 @@ def _resolve_models(a, cfgs) -> dict:
 def _prepare(a, cfgs, output: Path) -> dict:
     """Everything that can fail before the weights load: backend, verifier, output, models, vocabularies."""
     _check_backend(a, cfgs)
+    a.random = _random_weights(a)
     _verifier_config(a)
+    _check_devices(a)
     _writable(output)
-    paths = _resolve_models(a, cfgs)
+    paths = _random_paths(a.random, cfgs) if a.random else _resolve_models(a, cfgs)
     if a.backend == "llamacpp":
         if a.dtype != "auto":
             print(f"lrref: --backend llamacpp: --dtype {a.dtype} ignored (GGUF quantised weights)", file=sys.stderr,
@@ -207,8 +260,16 @@ def _prepare(a, cfgs, output: Path) -> dict:
     elif a.dtype == "auto":
         from .cpu import describe_auto
 
-        print(f"lrref: {describe_auto()}", file=sys.stderr, flush=True)
+        print(f"lrref: {describe_auto(a.device)}", file=sys.stderr, flush=True)
     return paths
+
+
+def _random_paths(rw, cfgs) -> dict:
+    """The models' names by role with random weights (``random:ARCH``)."""
+    out = {"target": f"random:{rw.target.name}"}
+    if any(c.is_lr for c in cfgs):
+        out["draft"] = f"random:{rw.draft.name}"
+    return out
 
 
 # --- running ---------------------------------------------------------------------------------------
@@ -216,17 +277,13 @@ def _prepare(a, cfgs, output: Path) -> dict:
 
 def _torch_backends(a, paths: dict, cfgs, dtype: str) -> tuple:
     """Target (hf or vllm) and the lr-sync draft (hf; None when no mode needs it in this process)."""
-    from .hf import HFBackend
-
     if a.backend == "vllm":
         from .vllm_backend import VLLMBackend
 
         target = VLLMBackend(paths["target"], dtype=dtype, ngram=next(iter(cfgs)).ngram_cfg)
     else:
-        target = HFBackend(paths["target"], dtype=dtype, threads=a.threads, pool_size=max(8, 2 * (a.gamma + 1)))
-    draft = None
-    if any(c.base == "lr-sync" for c in cfgs):
-        draft = HFBackend(paths["draft"], dtype=dtype, threads=a.threads)
+        target = _hf_model(a, paths, "target")
+    draft = _hf_model(a, paths, "draft") if any(c.base == "lr-sync" for c in cfgs) else None
     return target, draft
 
 
@@ -235,10 +292,12 @@ def _llamacpp_backends(a, paths: dict, cfgs) -> tuple:
     from .llamacpp_backend import LlamaCppBackend
 
     ctx = max(2048, a.max_tokens + 1024)
-    target = LlamaCppBackend(paths["target"], threads=a.threads, slots=max(8, 2 * (a.gamma + 1)), ctx_per_seq=ctx)
+    n = getattr(a, "concurrency", 1)  # requests in flight: each needs its own sequence slots
+    target = LlamaCppBackend(paths["target"], threads=a.threads, slots=max(8, 2 * (a.gamma + 1)) * n,
+                             ctx_per_seq=ctx)
     draft = None
     if any(c.base == "lr-sync" for c in cfgs):
-        draft = LlamaCppBackend(paths["draft"], threads=a.threads, slots=4, ctx_per_seq=ctx)
+        draft = LlamaCppBackend(paths["draft"], threads=a.threads, slots=4 * n, ctx_per_seq=ctx)
     return target, draft
 
 
@@ -255,9 +314,10 @@ class _Session:
         self.a, self.paths = a, paths
         if a.backend == "llamacpp":
             self.target, self.draft = _llamacpp_backends(a, paths, cfgs)
-            self.dtype = f"gguf:{self.target.quant}"
+            self.dtype = self.draft_dtype = f"gguf:{self.target.quant}"
         else:
-            self.dtype = resolve_dtype(a.dtype)
+            self.dtype = resolve_dtype(a.dtype, a.device)
+            self.draft_dtype = resolve_dtype(a.dtype, a.draft_device or a.device)
             self.target, self.draft = _torch_backends(a, paths, cfgs, self.dtype)
         self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
@@ -283,14 +343,36 @@ class _Session:
         vinfo = None
         if self.verifier is not None:
             vinfo = config_dict(self.vcfg) | {"name": self.verifier.name, "threshold_used": self.vcfg.t}
+        rw = getattr(self.a, "random", None)
         tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo,
-                                                 backend_info=self.backend_info(cfg)))
+                                                 notes=rw.note(self.vcfg.t) if rw else None,
+                                                 backend_info=self.backend_info(cfg),
+                                                 random_weights=rw.header(self.vcfg.t) if rw else None))
         try:
             return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                           draft_dtype=self.dtype, draft_kind="llamacpp" if self.a.backend == "llamacpp" else "hf")
+                           draft_dtype=self.draft_dtype, draft_kind="llamacpp" if self.a.backend == "llamacpp" else "hf",
+                           draft_random=rw.model("draft") if rw else None)
         except BaseException:
             tw.close()
             raise
+
+
+def _hf_model(a, paths: dict, role: str):
+    """The ``role`` ('target', or lr-sync's in-process 'draft') as an hf backend on its device; random weights with
+    ``--random-weights`` (``a.random``)."""
+    from .cpu import resolve_dtype
+
+    n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
+    device = a.device if role == "target" else a.draft_device or a.device
+    pool = max(8, 2 * (a.gamma + 1)) * n if role == "target" else 8 * n
+    kw = dict(dtype=resolve_dtype(a.dtype, device), threads=a.threads, pool_size=pool, device=device)
+    if getattr(a, "random", None) is not None:
+        from .hf_random import RandomBackend
+
+        return RandomBackend(**a.random.model(role), **kw)
+    from .hf import HFBackend
+
+    return HFBackend(paths[role], **kw)
 
 
 def _stamp() -> str:
@@ -318,6 +400,10 @@ def cmd_models(a) -> int:
 
 
 def _question(a) -> str:
+    if a.prompt is None and a.prompt_file is None:
+        if a.random_weights:
+            return "a random prompt"  # the random-weights backend turns any text into --prompt-tokens random ids
+        raise UsageError("one of the arguments --prompt --prompt-file is required")
     if a.prompt_file:
         if not Path(a.prompt_file).is_file():
             raise UsageError(f"prompt file {a.prompt_file} does not exist")
@@ -388,6 +474,7 @@ def cmd_bench(a) -> int:
     def meta(done: int) -> dict:
         return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
                 "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
+                "concurrency": a.concurrency, "device": a.device, "draft_device": a.draft_device or a.device,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
                 "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
                 "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
@@ -395,7 +482,9 @@ def cmd_bench(a) -> int:
     stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
                             lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,
                             log=lambda x: print(x, file=sys.stderr, flush=True),
-                            progress=lambda st: bench.write_results(out, meta(st[0].requests), bench.summarize(st)))
+                            progress=lambda st: bench.write_results(out, meta(min(x.requests for x in st)),
+                                                                    bench.summarize(st)),
+                            concurrency=a.concurrency)
     rows = bench.summarize(stats)
     final = meta(len(problems))
     j, c = bench.write_results(out, final, rows)

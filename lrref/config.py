@@ -5,6 +5,7 @@ No torch here: the CLI validates a configuration before any model loads.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lrsim.errors import InputError
@@ -21,6 +22,9 @@ MODES = ("ar", "sd", "lr-sync", "lr-sync+sd", "lr-async", "lr-async+sd")  # ever
 BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
 MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
+DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+ASYNC_CONCURRENCY = ("--concurrency > 1 is not supported for lr-async (its draft process serves one chain at a "
+                     "time); use ar, sd or lr-sync[+sd]")
 
 
 def parse_mode(mode: str) -> tuple[str, bool]:
@@ -66,17 +70,30 @@ class DecodeConfig:
     log_text: bool = option("write step and answer texts into the trace", False)
     dtype: str = option(DTYPE_HELP + " (the models are loaded with it; the trace's hardware has the choice; the "
                         "llama.cpp backend ignores it: GGUF quantised weights, see config.backend_info)", "auto")
+    concurrency: int = option("requests decoded at once (closed loop: the next starts when one ends); the target "
+                              "steps of all of them share forward passes", 1)
+    verify_identical: bool = option("send token-identical drafts to the verifier too (random weights: acceptance "
+                                    "is then the random verifier's p alone)", False)
+    device: str = option("torch device of the target (hf backend): cpu, cuda or cuda:N", "cpu")
+    draft_device: str | None = option("torch device of the draft, in or out of process (default: the target's)",
+                                      None)
 
     def __post_init__(self) -> None:
         """:raises InputError: a value out of range or settings that do not go together."""
         base = parse_mode(self.mode)[0]
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1)):
+        for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1), ("concurrency", 1)):
             if getattr(self, name) < lo:
                 raise InputError(f"{name} must be >= {lo}, got {getattr(self, name)}")
         if self.ngram < 0:
             raise InputError(f"ngram must be >= 0, got {self.ngram}")
+        for name in ("device", "draft_device"):
+            v = getattr(self, name)
+            if v is not None and not DEVICE.match(v):
+                raise InputError(f"{name.replace('_', '-')} must be cpu, cuda or cuda:N, got {v!r}")
+        if self.concurrency > 1 and base == "lr-async":
+            raise InputError(ASYNC_CONCURRENCY)
         if self.width > 1 and base != "lr-sync":
             raise InputError("width > 1 is implemented for lr-sync only")
         if self.width > 1 and self.draft_sampling.greedy:
@@ -115,6 +132,11 @@ class DecodeConfig:
     @property
     def ngram_cfg(self) -> NgramConfig:
         return NgramConfig(self.ngram_k, self.ngram_max, self.ngram_min)
+
+    @property
+    def draft_on(self) -> str:
+        """The draft's device."""
+        return self.draft_device or self.device
 
     @property
     def main_threads(self) -> int:

@@ -4,6 +4,9 @@ All modes commit whole steps (:mod:`lrref.steps`) and write one trace record
 per drafted candidate and per target-only step (:mod:`lrref.rows`).  ``ar``/``sd``
 is one target step per cycle (here), ``lr-sync`` one :class:`lrref.lr_sync.SyncCycle`
 per cycle, ``lr-async`` one :class:`lrref.lr_async.AsyncPipeline` per request.
+ar/sd and lr-sync are job generators (:mod:`lrref.jobs`): :meth:`Decoder.run`
+decodes one request, :meth:`Decoder.run_many` several at once whose steps share
+batches (:mod:`lrref.closed_loop`).
 
 Lossless property: with greedy decoding and a verifier that accepts only
 token-identical steps (``exact`` with ``normalize=False``), every committed
@@ -15,14 +18,16 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lrsim.errors import InputError
 from lrsim.trace import Header, RequestRecord, TraceWriter
 
 from .backend import Backend, StepRequest
-from .config import BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
+from .closed_loop import ClosedLoop
+from .config import ASYNC_CONCURRENCY, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
 from .cpu import hardware_facts, resolve_dtype
+from .jobs import DRAFT, TARGET, Job, Lane, Steps, run_direct
 from .lr_async import AsyncPipeline
 from .lr_sync import SyncCycle
 from .request import Committed, Request, Result
@@ -42,13 +47,15 @@ class Decoder:
     :param verifier: step verifier (lr modes).
     :param draft_dtype: dtype of lr-async's draft process (default: ``cfg.dtype``, ``auto`` resolved here).
     :param draft_kind: backend of lr-async's draft process (:data:`lrref.worker.DRAFT_KINDS`).
+    :param draft_random: lr-async's draft process builds random weights
+        (:meth:`lrref.random_weights.RandomWeights.model`) instead of loading ``draft_path``.
     :raises InputError: a mode without the draft or verifier it needs.
     :raises lrref.worker.WorkerError: lr-async's draft process did not start.
     """
 
     def __init__(self, cfg: DecodeConfig, target: Backend, draft: Backend | None = None,
                  verifier: Verifier | None = None, trace: TraceWriter | None = None, draft_path: str | None = None,
-                 draft_dtype: str | None = None, draft_kind: str = "hf"):
+                 draft_dtype: str | None = None, draft_kind: str = "hf", draft_random: dict | None = None):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
         self.worker: DraftWorker | None = None
@@ -61,7 +68,8 @@ class Decoder:
                 raise InputError("lr-async needs the draft model path (it runs in its own process)")
             t0 = trace.t0 if trace else self.clock.t0
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
-                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg, kind=draft_kind)
+                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
+                                      kind=draft_kind, device=cfg.draft_on, random=draft_random)
 
     def close(self) -> None:
         """Stop the draft process (lr-async)."""
@@ -69,53 +77,107 @@ class Decoder:
             self.worker.close()
             self.worker = None
 
-    def run(self, request: int, prompt_ids: Sequence[int], answer_ref: str | None = None) -> Result:
-        """Decode one request (prompt token ids) to EOS or the token cap."""
-        cfg = self.cfg
-        t_start, w0 = self.clock(), time.perf_counter()
-        fwd0 = _forward_s(self.target), _forward_s(self.draft)
-        req = Request(cfg, self.target, self.verifier, self.clock, Rows(self.trace, request, cfg.log_text), request,
-                      list(prompt_ids))
+    def _set_threads(self) -> None:
+        """Every in-process model computes on the main process's threads of this mode (``cfg.main_threads``)."""
         for be in (self.target, self.draft):
             if be is not None:
-                be.set_threads(cfg.main_threads)
-        if cfg.base == "lr-async":
+                be.set_threads(self.cfg.main_threads)
+
+    @property
+    def lanes(self) -> dict[str, Lane]:
+        """The target lane, and the draft lane when the draft runs in this process (lr-sync)."""
+        cfg = self.cfg
+        out = {TARGET: Lane(self.target, cfg.sampling, cfg.ngram_cfg)}
+        if self.draft is not None:
+            out[DRAFT] = Lane(self.draft, cfg.draft_sampling, cfg.draft_ngram_cfg)
+        return out
+
+    def run(self, request: int, prompt_ids: Sequence[int], answer_ref: str | None = None) -> Result:
+        """Decode one request (prompt token ids) to EOS or the token cap."""
+        w0 = time.perf_counter()
+        fwd0 = _forward_s(self.target), _forward_s(self.draft)
+        req = self._start(request, prompt_ids)
+        self._set_threads()
+        if self.cfg.base == "lr-async":
             req.res.draft_overlapped = True
             AsyncPipeline(req, self.worker).run()
         else:
-            self._run_cycles(req)
+            run_direct(request_steps(req), self.lanes, self.clock)
         res = req.res
         res.wall_s = time.perf_counter() - w0
-        res.text = self.target.decode(res.ids)
         res.target_s += _forward_s(self.target) - fwd0[0]
         res.draft_s += _forward_s(self.draft) - fwd0[1]
+        return self._finish(req)
+
+    def run_many(self, prompts: Sequence[tuple[int, Sequence[int]]], concurrency: int,
+                 done: Callable[[int, Result], None] | None = None) -> list[Result]:
+        """Decode ``(request, prompt ids)`` pairs ``concurrency`` at a time, in a closed loop.
+
+        The next request starts as soon as one ends; the target steps of all requests in flight share one
+        running batch (and lr-sync's drafts one draft batch): :class:`lrref.closed_loop.ClosedLoop`.  Each
+        result's ``wall_s`` is its latency; model time is shared among the requests of every pass by rows.
+
+        :param done: called with each request's index and result as it ends.
+        :raises InputError: lr-async (its draft process serves one chain at a time).
+        """
+        if self.cfg.base == "lr-async":
+            raise InputError(ASYNC_CONCURRENCY)
+        self._set_threads()
+        results: dict[int, Result] = {}
+
+        def finish(req: Request) -> None:
+            req.res.wall_s = self.clock() - req.res.start
+            results[req.index] = self._finish(req)
+            if done is not None:
+                done(req.index, results[req.index])
+
+        def start(i: int, ids: Sequence[int]) -> tuple[Request, Steps]:
+            req = self._start(i, ids)
+            return req, request_steps(req)
+
+        ClosedLoop(self.lanes, self.clock, concurrency).run((start(i, ids) for i, ids in prompts), finish)
+        return [results[i] for i, _ in prompts]
+
+    def _start(self, request: int, prompt_ids: Sequence[int]) -> Request:
+        """A new request, started now."""
+        req = Request(self.cfg, self.target, self.verifier, self.clock, Rows(self.trace, request, self.cfg.log_text),
+                      request, list(prompt_ids))
+        req.res.start = self.clock()
+        return req
+
+    def _finish(self, req: Request) -> Result:
+        """Decode the request's text and write its trace record."""
+        res = req.res
+        res.text = self.target.decode(res.ids)
+        res.end = self.clock()
         if self.trace:
             self.trace.request(RequestRecord(
-                request=request, start=t_start, end=self.clock(), prompt_tokens=len(prompt_ids),
+                request=req.index, start=res.start, end=res.end, prompt_tokens=len(req.prompt),
                 output_tokens=len(res.ids), steps=len(res.steps), accepted_steps=res.accepted_steps, finish=res.finish,
-                text=res.text if cfg.log_text else None))
+                first_step=res.first_step, text=res.text if self.cfg.log_text else None))
         return res
 
-    def _run_cycles(self, req: Request) -> None:
-        """ar/sd steps or lr-sync cycles until EOS or the token cap."""
-        cycle = 0
-        while req.left > 0:
-            if self.cfg.base == "ar":
-                done = ar_step(req, cycle)
-            else:
-                done = SyncCycle(req, self.draft, cycle, req.prefix(), req.left).run()
-            cycle += 1
-            if done:
-                req.res.finish = "eos"
-                break
+
+def request_steps(req: Request) -> Steps:
+    """ar/sd steps or lr-sync cycles until EOS or the token cap (a job generator, :mod:`lrref.jobs`)."""
+    cycle = 0
+    while req.left > 0:
+        if req.cfg.base == "ar":
+            done = yield from ar_step(req, cycle)
+        else:
+            done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
+        cycle += 1
+        if done:
+            req.res.finish = "eos"
+            break
+    return req.res.finish == "eos"
 
 
-def ar_step(req: Request, cycle: int) -> bool:
-    """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; True at EOS."""
+def ar_step(req: Request, cycle: int) -> Steps:
+    """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; returns True at EOS."""
     cfg = req.cfg
     cap = min(cfg.max_step_tokens, req.left)
-    t = req.target.generate_steps([StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1))],
-                                  cfg.sampling, cfg.ngram_cfg, req.clock)[0]
+    t = (yield Job(TARGET, [StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1))]))[0]
     req.count_target(t)
     req.rows.write(cycle, 0, target=t, committed="target")
     return req.commit(t, "target")
@@ -140,32 +202,46 @@ def _torch_threads() -> int | None:
 
 
 def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None,
-                backend_info: dict | None = None) -> Header:
+                backend_info: dict | None = None, random_weights: dict | None = None) -> Header:
     """Trace header with the full config (and its help), models, backend and machine facts.
 
-    ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to and the
-    target's torch threads (:func:`lrref.cpu.hardware_facts`).  ``backend_info`` (the llama.cpp backend's
-    binding, version, threads and GGUF quantisation) goes to ``config.backend_info``; its ``dtype`` replaces the
-    resolved ``cfg.dtype`` in ``hardware`` (GGUF weights are quantised: ``--dtype`` does not apply).
+    ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to, the
+    target's torch threads (:func:`lrref.cpu.hardware_facts`) and the devices (with the GPU's name on CUDA).
+    ``backend_info`` (the llama.cpp backend's binding, version, threads and GGUF quantisation) goes to
+    ``config.backend_info``; its ``dtype`` replaces the resolved ``cfg.dtype`` in ``hardware`` (GGUF weights
+    are quantised: ``--dtype`` does not apply).
+
+    :param random_weights: the models have random weights (:meth:`lrref.random_weights.RandomWeights.header`):
+        recorded as ``config.random_weights``.
     """
     import os
 
     from lrsim.trace import Setting, machine_facts
 
     threads = cfg.target_threads if cfg.base == "lr-async" else cfg.threads
-    dtype = (backend_info or {}).get("dtype") or resolve_dtype(cfg.dtype)
-    hw = machine_facts() | {"torch_threads": _torch_threads(), "device": "cpu",
-                            "loadavg_start": list(os.getloadavg())} | hardware_facts(dtype, threads)
+    torch = sys.modules.get("torch")  # not loaded by the llama.cpp backend
+    gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if torch and cfg.device.startswith("cuda") else None
+    dtype = (backend_info or {}).get("dtype") or resolve_dtype(cfg.dtype, cfg.device)
+    hw = machine_facts() | {"torch_threads": _torch_threads(), "device": cfg.device, "draft_device": cfg.draft_on,
+                            "gpu": gpu, "loadavg_start": list(os.getloadavg())} | hardware_facts(dtype, threads)
     conf = cfg.trace_config()
     if verifier:
         conf["verifier"] = verifier
     if backend_info:
         conf["backend_info"] = backend_info
+    if random_weights:
+        conf["random_weights"] = random_weights
     # the run in lrsim's terms: sync writes gamma + 1 target steps per cycle and verifies pair by pair;
     # lr-async's target runs on target_threads (the draft process has the rest)
     mode, k1 = {"lr-sync": ("sync", cfg.gamma + 1), "lr-async": ("async", cfg.gamma)}.get(cfg.base, ("ar", 1))
     setting = Setting(mode, k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if mode != "ar" else 1,
-                      "per_pair" if mode == "sync" else "one",
-                      f"threads={cfg.target_threads if mode == 'async' else cfg.threads}")
+                      "per_pair" if mode == "sync" else "one", hardware_label(cfg, gpu), cfg.concurrency)
     return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
                   backend=backend, hardware=hw, notes=notes)
+
+
+def hardware_label(cfg: DecodeConfig, gpu: str | None = None) -> str:
+    """The setting's hardware share: ``threads=N`` of the target on a CPU, ``gpu=NAME`` on CUDA (the GPU's name)."""
+    if gpu is not None:
+        return f"gpu={gpu}"
+    return f"threads={cfg.target_threads if cfg.base == 'lr-async' else cfg.threads}"

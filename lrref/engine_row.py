@@ -29,6 +29,7 @@ class StepRow:
     batch_sum: int = 0
     drafted: int = 0
     accepted: int = 0
+    busy: float = 0.0  # seconds of the forward passes the row took part in
 
     def proposal(self, ngram: NgramConfig) -> list[int]:
         """The n-gram proposal of the next pass (one token of the step always comes from the model)."""
@@ -53,4 +54,4 @@ class StepRow:
         return StepOut(ids=list(ids), text=decode(ids), finish=reason or self.splitter.finish, forwards=self.forwards,
                        ngram_drafted=self.drafted, ngram_accepted=self.accepted, start=self.start, end=end,
                        batch=round(self.batch_sum / self.forwards) if self.forwards else 0,
-                       cached_tokens=self.cached_tokens)
+                       cached_tokens=self.cached_tokens, busy_s=self.busy)

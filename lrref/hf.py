@@ -37,7 +37,7 @@ from .cpu import resolve_dtype, set_torch_threads  # noqa: E402
 from .engine_row import StepRow  # noqa: E402
 from .ngram import NgramConfig  # noqa: E402
 from .quiet import quiet_transformers  # noqa: E402
-from .steps import StepSplitter  # noqa: E402
+from .steps import SEPARATOR, StepSplitter  # noqa: E402
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each [B, H, S, D]
 
@@ -164,9 +164,10 @@ class HFEngine:
 
     def __init__(self, be: HFBackend, sampling: Sampling, ngram: NgramConfig, clock: Clock):
         self.be, self.sampling, self.ngram, self.clock = be, sampling, ngram, clock
+        self.dev = be.device
         self.rows: list[_Row] = []
         self.kv: KV | None = None
-        self.mask = torch.zeros((0, 0), dtype=torch.bool)
+        self.mask = torch.zeros((0, 0), dtype=torch.bool, device=self.dev)
         self._next = 0
 
     @property
@@ -189,8 +190,8 @@ class HFEngine:
             if not self.sampling.greedy:
                 g = torch.Generator().manual_seed(int(r.seed) & 0x7FFF_FFFF_FFFF_FFFF)
             row = _Row(handle=self._next, prefix_len=len(ids), ids=list(r.ids), cached_ids=list(r.ids[:c]),
-                       pending=list(r.ids[c:]), splitter=StepSplitter(be.decode, be.eos_ids, r.cap), gen=g,
-                       start=self.clock(), cached_tokens=c)
+                       pending=list(r.ids[c:]), splitter=StepSplitter(be.decode, be.eos_ids, r.cap, be.separator),
+                       gen=g, start=self.clock(), cached_tokens=c)
             self._next += 1
             be.stats.reused_tokens += c
             rows.append(row)
@@ -204,7 +205,7 @@ class HFEngine:
         """Batch KV of the new rows from their pool entries (holes where a row reuses less)."""
         C = max(c for _, c in parts)
         B = len(parts)
-        mask = torch.zeros((B, C), dtype=torch.bool)
+        mask = torch.zeros((B, C), dtype=torch.bool, device=self.dev)
         if C == 0:
             return None, mask
         ref = next(e for e, c in parts if c > 0).kv
@@ -246,7 +247,7 @@ class HFEngine:
         else:
             self.kv = [(torch.cat([pad(k0, S - S0), pad(k1, S - S1)]), torch.cat([pad(v0, S - S0), pad(v1, S - S1)]))
                        for (k0, v0), (k1, v1) in zip(self.kv, kv)]
-        pm = lambda m, n: torch.cat([m, torch.zeros((m.shape[0], n), dtype=torch.bool)], 1)  # noqa: E731
+        pm = lambda m, n: torch.cat([m, m.new_zeros((m.shape[0], n))], 1)  # noqa: E731
         self.mask = torch.cat([pm(self.mask, S - S0), pm(mask, S - S1)], 0)
 
     # -- one forward pass --------------------------------------------------------------------------
@@ -256,14 +257,17 @@ class HFEngine:
             return []
         B = len(self.rows)
         props = [r.proposal(self.ngram) for r in self.rows]
+        t0 = self.be.stats.forward_s
         logits, W = self._forward([r.pending + p for r, p in zip(self.rows, props)], props)
-        new_valid = torch.zeros((B, W), dtype=torch.bool)
+        dt = self.be.stats.forward_s - t0
+        new_valid = torch.zeros((B, W), dtype=torch.bool, device=self.dev)
         finished: list[tuple[int, StepOut]] = []
         keep: list[int] = []
         o = 0
         for i, r in enumerate(self.rows):
             k = len(props[i])
             new_valid[i, :self._advance(r, logits[o:o + k + 1], props[i], B)] = True
+            r.busy += dt
             o += k + 1
             if r.splitter.finish is not None:
                 finished.append((r.handle, r.out(self.be.decode, self.clock())))
@@ -288,17 +292,20 @@ class HFEngine:
         inp = torch.full((B, W), be.pad_id, dtype=torch.long)
         cmask = torch.zeros((B, W), dtype=torch.bool)
         pos = torch.zeros((B, W), dtype=torch.long)
-        valid_before = self.mask.sum(1) if self.mask.numel() else torch.zeros(B, dtype=torch.long)
+        valid_before = self.mask.sum(1).tolist() if self.mask.numel() else [0] * B
         for i, c in enumerate(chunks):
             inp[i, :len(c)] = torch.tensor(c)
             cmask[i, :len(c)] = True
             pos[i] = valid_before[i] + torch.arange(W)
+        inp, cmask, pos = inp.to(self.dev), cmask.to(self.dev), pos.to(self.dev)
         attn = torch.cat([self.mask, cmask], 1).long()
         t0 = time.perf_counter()
         hidden, self.kv = be.forward_hidden(inp, attn, pos, self.kv)
         sel = [(i, len(r.pending) - 1 + j) for i, r in enumerate(self.rows) for j in range(len(props[i]) + 1)]
-        hs = hidden[torch.tensor([a for a, _ in sel]), torch.tensor([b for _, b in sel])]
-        logits = be.lm_head(hs).float()
+        hs = hidden[torch.tensor([a for a, _ in sel], device=self.dev), torch.tensor([b for _, b in sel],
+                                                                                      device=self.dev)]
+        logits = be.lm_head(hs).float().cpu()  # sampling and acceptance on the CPU, whatever the device
+        be.synchronize()
         be.stats.count_pass(B, time.perf_counter() - t0)
         return logits, W
 
@@ -320,11 +327,11 @@ class HFEngine:
         if len(keep) == len(self.rows):
             idx = None
         else:
-            idx = torch.tensor(keep, dtype=torch.long)
+            idx = torch.tensor(keep, dtype=torch.long, device=self.dev)
             self.rows = [self.rows[i] for i in keep]
             self.mask = self.mask[idx]
         if not self.rows:
-            self.kv, self.mask = None, torch.zeros((0, 0), dtype=torch.bool)
+            self.kv, self.mask = None, torch.zeros((0, 0), dtype=torch.bool, device=self.dev)
             return
         any_valid = self.mask.any(0).nonzero()
         S = int(any_valid.max()) + 1 if any_valid.numel() else 0
@@ -352,32 +359,45 @@ class HFBackend:
     Implements :class:`lrref.backend.Backend` (and :class:`lrref.backend.ScoringBackend`: ``next_token_logits``).
 
     :param path: Hugging Face model directory.
-    :param dtype: "auto" (default: bfloat16 where the CPU computes it natively, else float32; :mod:`lrref.cpu`),
-        "bfloat16" or "float32" (batch-shape-stable numerics).
+    :param dtype: "auto" (default: bfloat16 on CUDA and where the CPU computes it natively, else float32;
+        :mod:`lrref.cpu`), "bfloat16" or "float32" (batch-shape-stable numerics).
     :param threads: torch intra-op threads (None = leave as is).
     :param prefix_cache: reuse KV of earlier rows for shared prefixes.
     :param pool_size: rows kept in the prefix cache.
+    :param device: torch device of the weights and the KV cache ("cpu", "cuda", "cuda:N"); sampling runs on the CPU.
     """
 
+    separator: str | None = SEPARATOR  #: what ends a step besides EOS and the cap (None: only those)
+
     def __init__(self, path: str | os.PathLike, dtype: str = "auto", threads: int | None = None,
-                 prefix_cache: bool = True, pool_size: int = 8, name: str | None = None):
+                 prefix_cache: bool = True, pool_size: int = 8, name: str | None = None, device: str = "cpu"):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
             torch.set_num_threads(threads)
         self.path = str(path)
         self.name = name or os.path.basename(os.path.normpath(self.path))
-        self.dtype = resolve_dtype(dtype)
+        self.device, self.dtype = torch.device(device), resolve_dtype(dtype, device)
         with quiet_transformers():
             self.tok = AutoTokenizer.from_pretrained(self.path)
-            self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, self.dtype)).eval()
+            model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, self.dtype))
+        self._setup(model.to(self.device).eval(), prefix_cache, pool_size)
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.eos_ids[0]
+
+    def _setup(self, model, prefix_cache: bool, pool_size: int) -> None:
+        """The loaded model, the prefix cache and the counters."""
+        self.model = model
         self.prefix_cache = prefix_cache
         self.pool = PrefixPool(pool_size if prefix_cache else 0)
         self.stats = BackendStats()
         self._base = self.model.base_model
         self._head = self.model.get_output_embeddings()
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (a no-op on the CPU), before a clock is read."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def _eos_ids(self) -> tuple[int, ...]:
         ids = set()
@@ -431,9 +451,11 @@ class HFBackend:
             attn[i, :len(p)] = 1
             pos[i] = torch.arange(L)
         t0 = time.perf_counter()
-        h = self._base(input_ids=inp, attention_mask=attn, position_ids=pos, use_cache=False).last_hidden_state
-        last = h[torch.arange(len(prompts)), torch.tensor([len(p) - 1 for p in prompts])]
-        out = self._head(last).float()
+        h = self._base(input_ids=inp.to(self.device), attention_mask=attn.to(self.device),
+                       position_ids=pos.to(self.device), use_cache=False).last_hidden_state
+        last = h[torch.arange(len(prompts), device=self.device),
+                 torch.tensor([len(p) - 1 for p in prompts], device=self.device)]
+        out = self._head(last).float().cpu()
         self.stats.forward_s += time.perf_counter() - t0
         return out
 

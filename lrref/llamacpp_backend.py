@@ -138,6 +138,7 @@ class LlamaEngine:
             self.be.commit_kv(r.slot, r.pending + p, len(r.pending) + len(new) - 1)
             self.be.stats.prefill_tokens += max(0, len(r.pending) - 1)
             r.take(new, len(p), B)
+            r.busy += seconds
             if r.splitter.finish is not None:
                 self.be.release(r.slot)
                 finished.append((r.handle, r.out(self.be.decode, self.clock())))

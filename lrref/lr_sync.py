@@ -7,13 +7,16 @@ node, all in one batched call) and :meth:`SyncCycle.walk` (from the root,
 verify a node's children against its target step; keep the best accepted
 child and go on, or commit the target's step at the first rejection).  Every
 drafted and target step of the cycle gets a trace row, the discarded ones too.
+The two model steps yield their batches as jobs (:mod:`lrref.jobs`), so one
+driver runs a single request and another shares batches between requests.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .backend import Backend, StepOut, StepRequest
+from .backend import StepOut, StepRequest
+from .jobs import DRAFT, TARGET, Job, Steps
 from .request import Request
 from .verifiers import Verdict
 from .worker import step_seed
@@ -40,25 +43,22 @@ class _Node:
 
 
 class SyncCycle:
-    """One lr-sync cycle from ``prefix`` with ``rem`` tokens left.
+    """One lr-sync cycle from ``prefix`` with ``rem`` tokens left; :meth:`run` is a job generator."""
 
-    :param draft: the draft backend (in this process).
-    """
-
-    def __init__(self, req: Request, draft: Backend, cycle: int, prefix: list[int], rem: int):
-        self.req, self.draft, self.cycle, self.prefix = req, draft, cycle, prefix
+    def __init__(self, req: Request, cycle: int, prefix: list[int], rem: int):
+        self.req, self.cycle, self.prefix = req, cycle, prefix
         self.root = _Node([], rem)
         self.nodes: list[_Node] = [self.root]
 
-    def run(self) -> bool:
-        """Draft, write target steps, walk; True when the committed output ended with EOS."""
-        self.draft_tree()
-        self.target_batch()
+    def run(self) -> Steps:
+        """Draft, write target steps, walk; returns True when the committed output ended with EOS."""
+        yield from self.draft_tree()
+        yield from self.target_batch()
         return self.walk()
 
     # -- 1. draft tree ---------------------------------------------------------------------------------
-    def draft_tree(self) -> None:
-        """``gamma`` levels of drafts, ``width`` candidates per non-terminal node, one batched call per level."""
+    def draft_tree(self) -> Steps:
+        """``gamma`` levels of drafts, ``width`` candidates per non-terminal node, one batched job per level."""
         cfg, req = self.req.cfg, self.req
         frontier = [self.root]
         for depth in range(cfg.gamma):
@@ -67,7 +67,7 @@ class SyncCycle:
                 break
             reqs = [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
                                 step_seed(cfg.seed, req.index, self.cycle, depth, len(n.path), b)) for n, b in jobs]
-            outs = self.draft.generate_steps(reqs, cfg.draft_sampling, cfg.draft_ngram_cfg, req.clock)
+            outs = yield Job(DRAFT, reqs)
             frontier = self._grow(jobs, outs, depth)
 
     def _grow(self, jobs: list[tuple[_Node, int]], outs: list[StepOut], depth: int) -> list[_Node]:
@@ -83,14 +83,13 @@ class SyncCycle:
         return frontier
 
     # -- 2. target batch -------------------------------------------------------------------------------
-    def target_batch(self) -> None:
-        """The target writes one step per non-terminal node, all in one batched call."""
+    def target_batch(self) -> Steps:
+        """The target writes one step per non-terminal node, all in one batched job."""
         cfg, req = self.req.cfg, self.req
         tnodes = [n for n in self.nodes if not n.terminal]
-        touts = req.target.generate_steps(
-            [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
-                         step_seed(cfg.seed, req.index, self.cycle, -1, len(n.path))) for n in tnodes],
-            cfg.sampling, cfg.ngram_cfg, req.clock)
+        touts = yield Job(TARGET, [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
+                                               step_seed(cfg.seed, req.index, self.cycle, -1, len(n.path)))
+                                   for n in tnodes])
         for n, t in zip(tnodes, touts):
             n.target = t
             req.count_target(t)

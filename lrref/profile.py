@@ -27,7 +27,7 @@ from lrsim.errors import InputError, UsageError
 from lrsim.fields import option
 from lrsim.profile import ArchProfile, Profile, Provenance, write_profile
 
-from .archs import ARCH_DIR, DTYPE_BYTES, Arch, arch_from_model, load_arch, shipped
+from .archs import DTYPE_BYTES, Arch, arch_from_model, load_arch, shipped, source_label
 
 DTYPES = ("auto", *DTYPE_BYTES)
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -160,7 +160,7 @@ def run(spec: ProfileSpec, out: Path, argv: Sequence[str], progress: bool = Fals
             archs[arch.name], engine = measure_arch(arch, spec, dtype, device, bar.update)
     facts = {"wall_s": round(time.perf_counter() - t0, 1), "loadavg_start": list(load0),
              "loadavg_end": list(os.getloadavg()), "cpus": os.cpu_count(), "seed": spec.seed, "chunk": spec.chunk,
-             "arch_configs": {a.name: _source(a) for a in spec.archs}}
+             "arch_configs": {a.name: source_label(a) for a in spec.archs}}
     prof = Profile(spec.name or _default_name(device, dtype, torch.get_num_threads()), "wall",
                    _provenance(spec, device, dtype, engine, argv, facts), archs,
                    f"{timing.device_name(device)}, {dtype}: wall time of one forward pass (lrref profile)")
@@ -200,11 +200,6 @@ def measure_arch(arch: Arch, spec: ProfileSpec, dtype: str, device, tick: Callab
 
 def _default_name(device, dtype: str, threads: int) -> str:
     return f"{device.type}-{dtype}" + (f"-t{threads}" if device.type == "cpu" else "")
-
-
-def _source(a: Arch) -> str:
-    p = Path(a.source)
-    return f"lrref/data/archs/{p.name}" if p.parent == ARCH_DIR else a.source
 
 
 def _provenance(spec: ProfileSpec, device, dtype: str, engine: str, argv: Sequence[str], facts: dict) -> Provenance:

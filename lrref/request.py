@@ -39,6 +39,19 @@ class Result:
     target_forwards: int = 0
     ngram_drafted: int = 0
     ngram_accepted: int = 0
+    start: float = 0.0  # trace clock: the request started (arrived, in a closed loop)
+    end: float = 0.0  # trace clock: its last step was committed and its text decoded
+    first_step: float | None = None  # trace clock: its first step was committed
+
+    @property
+    def latency_s(self) -> float:
+        """Start to end (trace clock)."""
+        return self.end - self.start
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to the first committed step: a step decoder's time to first token."""
+        return None if self.first_step is None else self.first_step - self.start
 
     @property
     def accepted_steps(self) -> int:
@@ -79,6 +92,8 @@ class Request:
 
     def commit(self, out: StepOut, source: str) -> bool:
         """Append a step to the output; True when it ends the request (EOS)."""
+        if self.res.first_step is None:
+            self.res.first_step = self.clock()
         self.res.ids += out.ids
         self.res.steps.append(Committed(list(out.ids), out.text, source))
         return out.finish == "eos"
@@ -91,10 +106,12 @@ class Request:
 
     def verify(self, pairs: list[tuple[StepOut, StepOut]], context: str
                ) -> tuple[list[Verdict], list[str], tuple[float, float]]:
-        """Verdicts for (target, draft) pairs (identical token streams pass without the verifier), the verifier
-        name per pair and the call's (start, end) on the trace clock; counted in the result."""
+        """Verdicts for (target, draft) pairs (identical token streams pass without the verifier, unless
+        ``cfg.verify_identical``), the verifier name per pair and the call's (start, end) on the trace clock;
+        counted in the result."""
         t0 = self.clock()
-        verdicts: list[Verdict | None] = [Verdict(True, None) if t.ids == d.ids else None for t, d in pairs]
+        same = (lambda t, d: False) if self.cfg.verify_identical else (lambda t, d: t.ids == d.ids)
+        verdicts: list[Verdict | None] = [Verdict(True, None) if same(t, d) else None for t, d in pairs]
         names = ["identical" if v else self.verifier.name for v in verdicts]
         todo = [i for i, v in enumerate(verdicts) if v is None]
         if todo:

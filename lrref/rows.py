@@ -32,10 +32,12 @@ def step_row(request: int, cycle: int, position: int, *, draft: StepOut | None =
     if draft is not None:
         rec.draft_start, rec.draft_end, rec.draft_tokens, rec.draft_batch = (draft.start, draft.end, draft.n_tokens,
                                                                              draft.batch)
+        rec.draft_busy = draft.busy_s or None
         rec.draft_text = draft.text if text else None
     if target is not None:
         rec.target_start, rec.target_end, rec.target_tokens, rec.target_batch = (target.start, target.end,
                                                                                  target.n_tokens, target.batch)
+        rec.target_busy = target.busy_s or None
         rec.target_forwards, rec.ngram_drafted, rec.ngram_accepted = (target.forwards, target.ngram_drafted,
                                                                       target.ngram_accepted)
         rec.target_text = target.text if text else None

@@ -4,6 +4,8 @@ A *step* ends at the first token after which the decoded step text contains
 ``"\\n\\n"`` (that token is part of the step, so one ``".\\n\\n"`` token ends a
 step just like ``"\\n\\n"`` or two ``"\\n"`` tokens), at an end-of-sequence
 token (kept as the step's last token), or when the step reaches its token cap.
+The separator is a parameter: ``None`` ends steps only at EOS and the cap (random
+weights write no text, :mod:`lrref.random_weights`).
 
 The rule is a function of the token ids only, so the concatenation of the
 steps that Lookahead Reasoning commits is a token stream that autoregressive
@@ -25,14 +27,16 @@ class StepSplitter:
     :param decode: token ids -> text (special tokens skipped).
     :param eos_ids: ids that end the request.
     :param cap: maximum tokens in the step (> 0).
+    :param separator: the text that ends a step (None: only EOS and the cap end steps; nothing is decoded).
     """
 
-    def __init__(self, decode: Decode, eos_ids: Sequence[int], cap: int):
+    def __init__(self, decode: Decode, eos_ids: Sequence[int], cap: int, separator: str | None = SEPARATOR):
         if cap < 1:
             raise ValueError("step token cap must be >= 1")
         self.decode = decode
         self.eos = frozenset(eos_ids)
         self.cap = cap
+        self.separator = separator
         self.ids: list[int] = []
         self.finish: str | None = None  # "step" (separator), "eos", "cap"
 
@@ -43,7 +47,7 @@ class StepSplitter:
         self.ids.append(tok)
         if tok in self.eos:
             self.finish = "eos"
-        elif SEPARATOR in self.decode(self.ids):
+        elif self.separator is not None and self.separator in self.decode(self.ids):
             self.finish = "step"
         elif len(self.ids) >= self.cap:
             self.finish = "cap"
@@ -57,12 +61,13 @@ class StepSplitter:
         return len(toks)
 
 
-def split_steps(ids: Sequence[int], decode: Decode, eos_ids: Sequence[int], cap: int) -> list[list[int]]:
+def split_steps(ids: Sequence[int], decode: Decode, eos_ids: Sequence[int], cap: int,
+                separator: str | None = SEPARATOR) -> list[list[int]]:
     """Split a whole token stream into steps with the same rule (the last step may be unfinished)."""
     out: list[list[int]] = []
     i = 0
     while i < len(ids):
-        s = StepSplitter(decode, eos_ids, cap)
+        s = StepSplitter(decode, eos_ids, cap, separator)
         n = s.extend(ids[i:])
         out.append(list(ids[i:i + n]))
         i += n

@@ -65,23 +65,29 @@ class _Chain:
         return StepRequest(ids, cap, step_seed(self.seed, len(self.made)))
 
 
-def draft_backend(kind: str, path: str, dtype: str, threads: int, pool_size: int) -> Backend:
-    """The draft model of a draft process: ``hf`` (transformers, ``dtype``) or ``llamacpp`` (a GGUF file, whose
-    quantised weights ignore ``dtype``; ``pool_size`` finished rows -> half as many KV sequence slots)."""
+def draft_backend(kind: str, path: str, dtype: str, threads: int, pool_size: int, device: str = "cpu",
+                  random: dict | None = None) -> Backend:
+    """The draft model of a draft process: ``hf`` (transformers, ``dtype`` on ``device``), ``llamacpp`` (a GGUF
+    file, whose quantised weights ignore ``dtype``; ``pool_size`` finished rows -> half as many KV sequence
+    slots), or random weights of a shipped architecture (``random``: :mod:`lrref.random_weights`)."""
+    if random is not None:
+        from .hf_random import RandomBackend
+
+        return RandomBackend(**random, dtype=dtype, threads=threads, pool_size=pool_size, device=device)
     if kind == "llamacpp":
         from .llamacpp_backend import LlamaCppBackend
 
         return LlamaCppBackend(path, threads=threads, slots=max(2, pool_size // 2))
     from .hf import HFBackend
 
-    return HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size)
+    return HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size, device=device)
 
 
 def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
-                ngram: dict, pool_size: int, kind: str = "hf") -> None:
+                ngram: dict, pool_size: int, kind: str = "hf", device: str = "cpu", random: dict | None = None) -> None:
     """Entry point of the draft process (``kind``: one of :data:`DRAFT_KINDS`)."""
     try:
-        be = draft_backend(kind, path, dtype, threads, pool_size)
+        be = draft_backend(kind, path, dtype, threads, pool_size, device, random)
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
         eng = be.engine(samp, NgramConfig(**ngram), clock)
@@ -130,20 +136,23 @@ class DraftWorker:
     """Main-process handle on the draft process (``kind``: its backend, one of :data:`DRAFT_KINDS`).
 
     :param dtype: the hf draft's dtype (``auto`` resolved here); a GGUF draft ignores it.
+    :param device: torch device of an hf draft model ("cpu", "cuda", "cuda:N").
+    :param random: random weights instead of the model at ``path``: :meth:`lrref.random_weights.RandomWeights.model`.
     :raises InputError: an unknown ``kind``, or an unknown ``dtype`` for ``hf``.
     """
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
-                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0, kind: str = "hf"):
+                 ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0, kind: str = "hf",
+                 device: str = "cpu", random: dict | None = None):
         if kind not in DRAFT_KINDS:
             raise InputError(f"draft process backend must be one of {', '.join(DRAFT_KINDS)}, got {kind!r}")
         if kind == "hf":
-            dtype = resolve_dtype(dtype)  # here, so that both processes agree
+            dtype = resolve_dtype(dtype, device)  # here, so that both processes agree
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
                                 args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
-                                      pool_size, kind))
+                                      pool_size, kind, device, random))
         self.proc.start()
         child.close()
         self._forward_seen = 0.0

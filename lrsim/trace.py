@@ -57,7 +57,8 @@ from .modes import SIM_MODES, VERIFY_CALLS
 
 SCHEMA = "lr-trace"
 VERSION = 1  # major version: bump on incompatible changes
-SETTING_VERSION = 1  # major version of the header's ``setting``
+SETTING_VERSION = 2  # major version of the header's ``setting`` (2 added ``concurrency``)
+SETTING_VERSIONS = (1, 2)  # versions this reader knows; version 1 is a single-request run (concurrency 1)
 
 
 class TraceError(InputError):
@@ -67,11 +68,13 @@ class TraceError(InputError):
 @dataclass(frozen=True)
 class Setting:
     """The header's `setting`: the run in the simulator's terms (`lrsim.sim.SimConfig` fields), with its own
-    `version` (now 1; readers refuse other versions).  Calibration and replay read a run's configuration only
+    `version` (1 or 2; readers refuse others).  Version 2 added `concurrency`; a run with concurrency 1 is
+    written as version 1 (without the field), so readers of version 1 still read single-request traces, and a
+    version-1 setting reads as concurrency 1.  Calibration and replay read a run's configuration only
     from here, so any decoder that writes it can be calibrated and replayed.  A header without it (older traces)
     is decoded from its `config`: lrsim's own fields, or lrref's (`base_mode`; sync `k1 = gamma + 1`, async
     `k1 = gamma`; `k2 = ngram_k + 1`; `per_pair` for lr-sync; `threads=` its `target_threads` in lr-async,
-    `threads` otherwise)."""
+    `threads` otherwise; `concurrency`, else 1)."""
 
     mode: str = option("'ar' (target only, with or without token speculation), 'sync' or 'async'", "ar")
     k1: int = option("sync: target steps per cycle (drafted steps + 1); async: look-ahead depth; ar: 1", 1)
@@ -81,21 +84,27 @@ class Setting:
                                "first rejection)", "one")
     hardware: str = option("label of the hardware share the target ran on, e.g. 'threads=2': latencies are "
                            "calibrated per label", "default")
+    concurrency: int = option("requests decoded at once in a closed loop (the next starts when one ends), their "
+                              "target steps sharing passes; 1 = one request at a time (version 2)", 1)
 
     def to_dict(self) -> dict:
-        """The header's ``setting`` object, with its version."""
-        return {"version": SETTING_VERSION} | asdict(self)
+        """The header's ``setting`` object, with its version (1 for a single-request run, else 2)."""
+        d = asdict(self)
+        if self.concurrency == 1:
+            del d["concurrency"]
+            return {"version": 1} | d
+        return {"version": SETTING_VERSION} | d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Setting":
         """Read a header's ``setting`` (unknown fields are ignored); :class:`TraceError` if it is not valid."""
-        if d.get("version") != SETTING_VERSION:
+        if d.get("version") not in SETTING_VERSIONS:
             raise TraceError(f"unsupported setting version {d.get('version')!r} in the trace header "
-                             f"(this reader knows version {SETTING_VERSION})")
-        s = _build(cls, d)
+                             f"(this reader knows versions {', '.join(map(str, SETTING_VERSIONS))})")
+        s = _build(cls, {k: v for k, v in d.items() if k != "concurrency"} if d["version"] == 1 else d)
         if s.mode not in SIM_MODES or s.verify_calls not in VERIFY_CALLS:
             raise TraceError(f"bad setting in the trace header: mode {s.mode!r}, verify_calls {s.verify_calls!r}")
-        for name in ("k1", "k2", "width"):
+        for name in ("k1", "k2", "width", "concurrency"):
             v = getattr(s, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise TraceError(f"bad setting in the trace header: {name} must be an integer >= 1, got {v!r}")
@@ -146,10 +155,15 @@ class StepRecord:
     draft_end: float | None = option("draft step generation end (s)")
     draft_tokens: int | None = option("tokens in the draft step")
     draft_batch: int | None = option("sequences in the draft call that produced it")
+    draft_busy: float | None = option("seconds of the draft forward passes it took part in (less than end - start "
+                                      "when other work ran between them, e.g. other requests' or models' passes)")
     target_start: float | None = option("target step generation start (s)")
     target_end: float | None = option("target step generation end (s)")
     target_tokens: int | None = option("tokens in the target step")
-    target_batch: int | None = option("sequences in the target call that produced it")
+    target_batch: int | None = option("sequences in the target call that produced it (mean over its passes, all "
+                                      "requests' rows counted)")
+    target_busy: float | None = option("seconds of the target forward passes it took part in (less than end - "
+                                       "start when other work ran between them)")
     target_forwards: int | None = option("target forward passes spent on this step")
     ngram_drafted: int | None = option("tokens proposed by token-level speculation inside the target step")
     ngram_accepted: int | None = option("of those, tokens the target accepted")
@@ -179,6 +193,8 @@ class RequestRecord:
     accepted_steps: int = option("output steps that came from accepted drafts", 0)
     finish: str | None = option("'eos', 'max_tokens', 'max_steps', 'error'")
     cycles: int | None = option("LR cycles (sync) or stages (async) of the request; steps in ar/sd")
+    first_step: float | None = option("when the request's first step was committed (s): its time to first "
+                                      "token, counted in steps")
     text: str | None = option("generated text (only with text logging)")
     answer: str | None = option("extracted final answer")
     correct: bool | None = option("answer matches the reference, if one was given")
@@ -444,12 +460,13 @@ def _legacy_setting(header: Header) -> Setting:
     width = int(cfg.get("width") or 1)
     threads = cfg.get("target_threads") if mode == "lr-async" else cfg.get("threads")
     hardware = f"threads={threads}" if threads else "default"
+    n = int(cfg.get("concurrency") or 1)
     if mode in ("ar", "sd"):
-        return Setting("ar", 1, k2, 1, "one", hardware)
+        return Setting("ar", 1, k2, 1, "one", hardware, n)
     if mode == "lr-sync":
-        return Setting("sync", gamma + 1, k2, width, "per_pair", hardware)
+        return Setting("sync", gamma + 1, k2, width, "per_pair", hardware, n)
     if mode == "lr-async":
-        return Setting("async", gamma, k2, width, "one", hardware)
+        return Setting("async", gamma, k2, width, "one", hardware, n)
     raise TraceError(f"unknown mode {header.mode!r} in the trace header")
 
 

@@ -32,6 +32,8 @@ def lrref(*args, env=None):
     (["generate", "--prompt", "hi", "--dtype", "float16"], "invalid choice"),
     (["generate", "--prompt", "hi", "--verifier", "random", "--threshold", "1.5"], "probability must be in [0, 1]"),
     (["bench", "--modes", "ar,sd", "--backend", "vllm"], "builds n-gram into the engine"),
+    (["bench", "--modes", "ar,lr-async", "--concurrency", "2"], "not supported for lr-async"),
+    (["bench", "--modes", "ar", "--concurrency", "0"], "concurrency must be >= 1"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
     r = lrref(*args, "--cache-dir", str(tmp_path)) if args[0] != "frobnicate" else lrref(*args)
@@ -56,7 +58,8 @@ def test_bad_dataset_content(tmp_path):
 def test_help_and_validation_do_not_import_torch():
     code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker, "
             "lrref.config, lrref.backend, lrref.cpu, lrref.rows, lrref.request, lrref.lr_sync, lrref.lr_async, "
-            "lrref.llamacpp_backend, lrref.llamacpp_ffi, lrref.llamacpp_tokenizer, lrref.np_sampling;"
+            "lrref.llamacpp_backend, lrref.llamacpp_ffi, lrref.llamacpp_tokenizer, lrref.np_sampling, "
+            "lrref.jobs, lrref.closed_loop, lrref.random_weights, lrref.archs;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0

@@ -5,162 +5,24 @@ some positions (more with sampling), so drafts are accepted sometimes and reject
 """
 
 import inspect
-import random
 
 import pytest
 
-from lrref.backend import Backend, BackendStats, Engine, Sampling, StepOut, StepRequest
+from toy import FakeWorker, ToyBackend, toy_decoder
+
+from lrref.backend import Backend, Engine, Sampling, StepOut, StepRequest
 from lrref.config import MODES, DecodeConfig
-from lrref.decoder import Decoder, make_header
+from lrref.decoder import Decoder
 from lrref.rows import step_row
-from lrref.steps import StepSplitter
 from lrref.verifiers import ExactVerifier, RandomVerifier
-from lrref.worker import step_seed
-from lrsim.trace import TraceWriter, read_trace
-
-WORDS = ["one", " two", " three", " four", ".", "\n\n", " five", " six"]
-EOS = len(WORDS)
-
-
-class ToyBackend:
-    """Next token = a hash of the last three tokens; ``deviate`` of the positions differ (the draft)."""
-
-    def __init__(self, name: str, deviate: float = 0.0):
-        self.name, self.path, self.eos_ids, self.stats = name, f"/toy/{name}", (EOS,), BackendStats()
-        self.deviate = deviate
-        self.threads: list[int] = []  # every set_threads call
-
-    def set_threads(self, n):
-        self.threads.append(n)
-
-    def decode(self, ids):
-        return "".join(WORDS[i] for i in ids if i != EOS)
-
-    def encode(self, text):
-        return [WORDS.index(w) for w in text.split("|") if w in WORDS]
-
-    def encode_chat(self, question, system=None):
-        return [0, 1, 2] + [len(question) % 5]
-
-    def vocab(self):
-        return {w: i for i, w in enumerate(WORDS)}
-
-    def engine(self, sampling, ngram, clock=None):
-        return ToyEngine(self, sampling, clock or (lambda: 0.0))
-
-    def _next(self, ids, rng):
-        h = hash(tuple(ids[-3:])) % 97
-        if len(ids) > 40 and h % 11 == 0:
-            return EOS
-        tok = h % len(WORDS)
-        if self.deviate and (rng.random() if rng else (h % 100) / 100) < self.deviate:
-            tok = (tok + 1) % len(WORDS)
-        return tok
-
-    def generate_steps(self, reqs, sampling, ngram=None, clock=None):
-        clock = clock or (lambda: 0.0)
-        outs = []
-        for r in reqs:
-            rng = None if sampling.greedy else random.Random(r.seed)
-            sp, ids, t0 = StepSplitter(self.decode, self.eos_ids, r.cap), list(r.ids), clock()
-            while sp.finish is None:
-                ids.append(self._next(ids, rng))
-                sp.push(ids[-1])
-            self.stats.forwards += len(sp.ids)
-            outs.append(StepOut(list(sp.ids), self.decode(sp.ids), sp.finish, forwards=len(sp.ids), start=t0,
-                                end=clock(), batch=len(reqs)))
-        return outs
-
-
-class ToyEngine:
-    """A running batch of the toy model: one token per row per :meth:`step`."""
-
-    def __init__(self, be, sampling, clock):
-        self.be, self.sampling, self.clock, self.rows, self.n = be, sampling, clock, {}, 0
-
-    @property
-    def active(self):
-        return len(self.rows)
-
-    def add(self, reqs):
-        hs = []
-        for r in reqs:
-            self.n += 1
-            rng = None if self.sampling.greedy else random.Random(r.seed)
-            self.rows[self.n] = (StepSplitter(self.be.decode, self.be.eos_ids, r.cap), list(r.ids), rng, self.clock())
-            hs.append(self.n)
-        return hs
-
-    def _out(self, h, finish=None):
-        sp, _, _, t0 = self.rows.pop(h)
-        return h, StepOut(list(sp.ids), self.be.decode(sp.ids), finish or sp.finish, forwards=len(sp.ids), start=t0,
-                          end=self.clock())
-
-    def step(self):
-        for sp, ids, rng, _ in self.rows.values():
-            ids.append(self.be._next(ids, rng))
-            sp.push(ids[-1])
-        self.be.stats.forwards += 1
-        return [self._out(h) for h in [h for h, row in self.rows.items() if row[0].finish]]
-
-    def cancel(self, handles):
-        return [self._out(h, "cancelled") for h in handles if h in self.rows]
-
-
-class FakeWorker:
-    """The draft process, in process and deterministic: one draft step per poll, as :mod:`lrref.worker` sends."""
-
-    def __init__(self, path, dtype, threads, t0, max_step, sampling, ngram=None, **kw):
-        self.eng = ToyBackend("draft", deviate=0.3).engine(sampling, ngram)
-        self.max_step, self.chain, self.inbox, self.fwd, self.seen = max_step, None, [], 0.0, 0.0
-
-    def send(self, kind, *a):
-        if kind in ("chain", "idle") and self.chain and self.chain["handle"] is not None:
-            for _, out in self.eng.cancel([self.chain["handle"]]):
-                self.inbox.append(("cancelled", self.chain["epoch"], len(self.chain["made"]), out))
-        if kind == "chain":
-            epoch, prefix, rem, credit, seed = a
-            self.chain = {"epoch": epoch, "prefix": list(prefix), "rem": rem, "credit": credit, "seed": seed,
-                          "made": [], "handle": None, "eos": False}
-        elif kind == "idle":
-            self.chain = None
-        elif kind == "credit" and self.chain and a[0] == self.chain["epoch"]:
-            self.chain["credit"] += a[1]
-
-    def poll(self, timeout=0.0):
-        c = self.chain
-        if c and c["handle"] is None and not c["eos"] and len(c["made"]) < c["credit"]:
-            cap = min(self.max_step, c["rem"] - sum(len(m) for m in c["made"]))
-            if cap > 0:
-                ids = tuple(c["prefix"] + [t for m in c["made"] for t in m])
-                c["handle"] = self.eng.add([StepRequest(ids, cap, step_seed(c["seed"], len(c["made"])))])[0]
-        elif c and c["handle"] is not None:
-            while c["handle"] in self.eng.rows:
-                for _, out in self.eng.step():
-                    self.inbox.append(("draft", c["epoch"], len(c["made"]), out))
-                    c["made"].append(out.ids)
-                    c["handle"], c["eos"] = None, out.finish == "eos"
-                    self.fwd += 0.5
-        out, self.inbox = self.inbox, []
-        return out
-
-    def new_forward_s(self):
-        new, self.seen = self.fwd - self.seen, self.fwd
-        return new
-
-    def close(self):
-        pass
+from lrsim.trace import read_trace
 
 
 def decode(mode, tmp_path, verifier=None, **kw):
-    cfg = DecodeConfig(**({"mode": mode, "gamma": 3, "max_step_tokens": 6, "max_tokens": 60, "threads": 0,
-                           "draft_temperature": 0.5, "dtype": "float32", "log_text": True} | kw))
-    tgt, drf = ToyBackend("target"), ToyBackend("draft", deviate=0.3)
     tp = tmp_path / f"{mode}-{kw.get('width', 1)}.jsonl"
-    tw = TraceWriter(tp, make_header(cfg, {"target": tgt.path, "draft": drf.path}, "toy", {"name": "exact"}))
-    dec = Decoder(cfg, tgt, drf, verifier or ExactVerifier(normalize=False), tw, draft_path=drf.path)
+    dec, tw = toy_decoder(tp, verifier, mode=mode, log_text=True, **kw)
     try:
-        res = [dec.run(i, tgt.encode_chat(q)) for i, q in enumerate(["a question", "another one"])]
+        res = [dec.run(i, dec.target.encode_chat(q)) for i, q in enumerate(["a question", "another one"])]
     finally:
         dec.close()
         tw.close()
@@ -209,13 +71,15 @@ def test_header_records_the_hardware_and_dtype(tmp_path):
 
 def test_step_row_is_the_one_row_builder():
     d = StepOut([1, 2], "d", "step", start=1.0, end=2.0, batch=3)
-    t = StepOut([1, 2, 3], "t", "eos", forwards=2, ngram_drafted=4, ngram_accepted=1, start=1.5, end=2.5, batch=2)
+    t = StepOut([1, 2, 3], "t", "eos", forwards=2, ngram_drafted=4, ngram_accepted=1, start=1.5, end=2.5, batch=2,
+                busy_s=0.75)
     r = step_row(7, 2, 1, draft=d, target=t, branch=0, vtimes=(3.0, 3.5), verifier="identical",
                  accepted=True, committed="draft")
     assert (r.request, r.cycle, r.position, r.branch) == (7, 2, 1, 0)
     assert (r.draft_start, r.draft_end, r.draft_tokens, r.draft_batch, r.draft_text) == (1.0, 2.0, 2, 3, None)
     assert (r.target_tokens, r.target_batch, r.target_forwards, r.ngram_drafted, r.ngram_accepted) == (3, 2, 2, 4, 1)
     assert (r.verify_start, r.verify_end, r.accepted, r.committed, r.cancelled) == (3.0, 3.5, True, "draft", False)
+    assert (r.target_busy, r.draft_busy) == (0.75, None)  # a backend that does not measure it: null
     c = step_row(0, 0, 4, target=t, cancelled=True, text=True)
     assert c.cancelled and c.target_text == "t" and c.draft_start is None and c.decision is None and not c.accepted
 

@@ -111,6 +111,53 @@ def test_lossless_greedy_exact(tiny, ar_ref, tmp_path, mode, kw):
         assert sum(s.ngram_drafted or 0 for s in tr.steps) > 0
 
 
+QS3 = QS + ["A train travels 60 km per hour for 3 hours. How far does it go?"]
+
+
+def decode_many(tiny, mode, tmp_path, concurrency, **kw):
+    """QS3 decoded ``concurrency`` at a time (one after the other at 1), greedy, token-identical verifier."""
+    from lrsim.trace import TraceWriter
+
+    from lrref.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verifiers import ExactVerifier
+
+    path, tgt, drf = tiny
+    cfg = DecodeConfig(**(dict(mode=mode, gamma=2, max_step_tokens=16, max_tokens=32, draft_temperature=0.4,
+                               threads=1, dtype="float32", concurrency=concurrency) | kw))
+    tp = tmp_path / f"{mode.replace('+', '_')}-{concurrency}.jsonl"
+    tw = TraceWriter(tp, make_header(cfg, {"target": path, "draft": path}, "hf", {"name": "exact"}))
+    dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), tw)
+    prompts = [(i, tgt.encode_chat(q, cfg.system)) for i, q in enumerate(QS3)]
+    try:
+        res = dec.run_many(prompts, concurrency) if concurrency > 1 else [dec.run(i, p) for i, p in prompts]
+    finally:
+        tw.close()
+    return res, read_trace(tp)
+
+
+@pytest.fixture(scope="module")
+def ar_ref3(tiny, tmp_path_factory):
+    return decode_many(tiny, "ar", tmp_path_factory.mktemp("ar3"), 1)
+
+
+@pytest.mark.parametrize("mode, n", [("ar", 3), ("sd", 2), ("lr-sync", 3), ("lr-sync+sd", 2)])
+def test_concurrent_requests_decode_as_alone(tiny, ar_ref3, tmp_path, mode, n):
+    """Greedy + token-identical verifier at float32: each request's text under --concurrency n is its text alone
+    (= ar's, lossless), although its target steps ran in passes with rows of other requests."""
+    ref, ref_trace = ar_ref3
+    res, tr = decode_many(tiny, mode, tmp_path, n)
+    assert [r.ids for r in res] == [r.ids for r in ref] and [r.finish for r in res] == [r.finish for r in ref]
+    assert max(s.target_batch for s in ref_trace.steps) == 1  # ar alone
+    assert mode not in ("ar", "sd") or max(s.target_batch for s in tr.steps) > 1
+    # rows of one engine whose spans overlap ran in the same passes: target steps of different requests did
+    timed = [s for s in tr.steps if s.target_start is not None]
+    assert any(a.request != b.request and a.target_start < b.target_end and b.target_start < a.target_end
+               for a in timed for b in timed)
+    starts = sorted(q.start for q in tr.requests)
+    assert starts[1] < min(q.end for q in tr.requests)  # requests overlapped in time
+    assert tr.header.setting["concurrency"] == n and not tr.warnings
+
+
 def test_lr_modes_exercise_accept_and_reject(tiny, tmp_path):
     res, tr = decode_all(tiny, "lr-sync", tmp_path)
     decided = [s.decision for s in tr.steps if s.decision is not None]
@@ -224,6 +271,29 @@ def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
     assert all(0 <= r["overhead_share"] < 1 for r in res["modes"])
     assert (od / "results.csv").read_text().count("\n") == 4
     assert len(read_trace(od / "trace-lr-async_sd.jsonl").requests) == 2
+
+
+def test_cli_bench_with_concurrency(tmp_path, capsys):
+    """``lrref bench --concurrency 2``: a closed loop per mode; throughput over the span, latencies, traces."""
+    require_models(TINY)
+    from lrref import cli
+
+    od = tmp_path / "c2"
+    assert cli.main(["bench", "--n", "3", "--modes", "ar,lr-sync", "--concurrency", "2", "--out", str(od), "--json",
+                     "--target", TINY, "--draft", TINY, "--verifier", "exact", "--exact-strict", "--dtype", "float32",
+                     "--threads", "1", "--max-tokens", "24", "--max-step-tokens", "12", "--gamma", "2",
+                     "--draft-temperature", "0.4"]) == 0
+    res = json.loads((od / "results.json").read_text())
+    assert res["meta"]["concurrency"] == 2 and res["meta"]["done"] == 3
+    for r in res["modes"]:
+        assert r["concurrency"] == 2 and r["requests"] == 3
+        assert 0 < r["ttft_mean_s"] < r["latency_mean_s"] and r["latency_p50_s"] > 0 and r["tpot_mean_s"] > 0
+        assert r["wall_s"] < 3 * r["latency_mean_s"]  # requests overlapped: the span is less than their sum
+        assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["wall_s"], rel=0.02)
+        tr = read_trace(od / f"trace-{r['mode']}.jsonl")
+        assert tr.header.setting["version"] == 2 and tr.header.setting["concurrency"] == 2
+        assert sorted(q.request for q in tr.requests) == [0, 1, 2] and all(q.first_step for q in tr.requests)
+    assert "latency_mean_s" in (od / "results.csv").read_text().splitlines()[0]
 
 
 # --- the real default pair (short) ------------------------------------------------------------------------

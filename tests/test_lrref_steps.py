@@ -30,6 +30,19 @@ def test_no_separator_and_no_cap_is_unfinished():
     assert fin is None and n == 4
 
 
+def test_without_a_separator_only_eos_and_the_cap_end_a_step():
+    """The stop rule of random weights: nothing is decoded, "\n\n" tokens do not end the step."""
+    def no_decode(ids):
+        raise AssertionError("decoded")
+
+    s = StepSplitter(no_decode, [EOS], 3, separator=None)
+    assert s.extend([3, 4, 3, 0]) == 3 and s.finish == "cap"
+    s = StepSplitter(no_decode, [EOS], 5, separator=None)
+    assert s.extend([4, EOS, 0]) == 2 and s.finish == "eos"
+    assert split_steps([3, 3, 3, 3, 3], dec, [EOS], 2, separator=None) == [[3, 3], [3, 3], [3]]
+    assert split_steps([3, 3, 3], dec, [EOS], 2) == [[3], [3], [3]]
+
+
 def test_single_newline_does_not_end_a_step():
     assert run([0, 2, 1])[1] is None
 

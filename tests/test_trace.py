@@ -167,13 +167,27 @@ def test_setting_round_trips_and_wins_over_the_config(tmp_path):
     tr.write_trace(p, tr.Header(source="someone", mode="lr-sync", config={"gamma": 9, "threads": 1},
                                 setting=s.to_dict()), [])
     header = tr.read_trace(p).header
-    assert header.setting == {"version": tr.SETTING_VERSION, "mode": "sync", "k1": 4, "k2": 3, "width": 2,
+    # a single-request run is written as version 1, which readers of version 1 still read
+    assert header.setting == {"version": 1, "mode": "sync", "k1": 4, "k2": 3, "width": 2,
                               "verify_calls": "per_pair", "hardware": "gpu=0"}
     assert tr.recorded_setting(header) == s
 
 
+def test_setting_version_2_records_the_concurrency():
+    s = tr.Setting("ar", 1, 5, 1, "one", "threads=2", concurrency=3)
+    d = s.to_dict()
+    assert d["version"] == tr.SETTING_VERSION == 2 and d["concurrency"] == 3
+    assert tr.Setting.from_dict(d) == s
+    assert tr.Setting.from_dict({"version": 1, "mode": "ar"}).concurrency == 1
+    # version 1 has no concurrency: a stray field there is not read as one
+    assert tr.Setting.from_dict({"version": 1, "mode": "ar", "concurrency": 4}).concurrency == 1
+    legacy = tr.Header(source="lrref", mode="ar", config={"base_mode": "ar", "threads": 2, "concurrency": 2})
+    assert tr.recorded_setting(legacy).concurrency == 2
+
+
 @pytest.mark.parametrize("setting, message", [
-    ({"version": 2, "mode": "sync"}, "unsupported setting version 2"),
+    ({"version": 3, "mode": "sync"}, "unsupported setting version 3"),
+    ({"version": 2, "mode": "ar", "concurrency": 0}, "concurrency must be an integer >= 1"),
     ({"version": 1, "mode": "fast"}, "bad setting"),
     ({"version": 1, "mode": "sync", "k1": 0}, "k1 must be an integer >= 1"),
     ({"version": 1, "verify_calls": "twice"}, "bad setting"),

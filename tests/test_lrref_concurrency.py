@@ -1,0 +1,114 @@
+"""Several requests at once (``Decoder.run_many``, :mod:`lrref.closed_loop`) on the toy backend (no model).
+
+The toy's numerics do not depend on the batch, so every request must decode exactly as it does alone; the
+real-model version of these checks (float32 SmolLM2) is in ``test_lrref_real.py``.
+"""
+
+import itertools
+
+import pytest
+
+from toy import ToyBackend, toy_decoder
+
+from lrref.config import DecodeConfig
+from lrref.decoder import Decoder
+from lrref.verifiers import ExactVerifier, RandomVerifier
+from lrsim.errors import InputError
+from lrsim.trace import read_trace, recorded_setting
+
+PROMPTS = [[0, 1, 2, k] for k in range(5)] + [[3, 1, k] for k in range(3)]  # 8 distinct toy prompts
+TIMES = {"draft_start", "draft_end", "target_start", "target_end", "verify_start", "verify_end"}
+MODES = [("ar", {}), ("sd", {}), ("lr-sync", {}), ("lr-sync+sd", {}), ("lr-sync", {"width": 2, "gamma": 2})]
+
+
+def decode(tmp_path, mode, concurrency, many=True, verifier=None, **kw):
+    """Results and trace of PROMPTS: ``run_many`` at ``concurrency``, or one ``run`` after the other."""
+    tp = tmp_path / f"{mode}-{kw.get('width', 1)}-{concurrency}-{many}.jsonl"
+    dec, tw = toy_decoder(tp, verifier, mode=mode, concurrency=concurrency, **kw)
+    try:
+        if many:
+            res = dec.run_many(list(enumerate(PROMPTS)), concurrency)
+        else:
+            res = [dec.run(i, p) for i, p in enumerate(PROMPTS)]
+    finally:
+        tw.close()
+    return res, read_trace(tp)
+
+
+def rows_of(trace, request, drop=frozenset()):
+    """A request's step rows in trace order, timing fields (and ``drop``) removed."""
+    return [{k: v for k, v in vars(s).items() if k not in TIMES | drop} for s in trace.steps if s.request == request]
+
+
+@pytest.mark.parametrize("mode, kw", MODES)
+def test_concurrency_1_writes_the_rows_of_one_request_at_a_time(tmp_path, mode, kw):
+    """The closed loop at concurrency 1 makes the same calls as the single-request path: rows equal but timings."""
+    one, t1 = decode(tmp_path, mode, 1, many=False, **kw)
+    loop, tl = decode(tmp_path, mode, 1, **kw)
+    assert [r.ids for r in loop] == [r.ids for r in one]
+    assert [rows_of(tl, i) for i in range(len(PROMPTS))] == [rows_of(t1, i) for i in range(len(PROMPTS))]
+    assert [s.request for s in tl.steps] == [s.request for s in t1.steps]  # not interleaved
+    assert recorded_setting(tl.header).concurrency == 1 and tl.header.setting["version"] == 1
+
+
+@pytest.mark.parametrize("mode, kw", MODES)
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_request_decodes_as_it_does_alone(tmp_path, mode, kw, n):
+    one, t1 = decode(tmp_path, mode, 1, many=False, **kw)
+    res, tr = decode(tmp_path, mode, n, **kw)
+    assert [r.ids for r in res] == [r.ids for r in one] and [r.finish for r in res] == [r.finish for r in one]
+    # the same rows per request (batch sizes aside), but requests interleave in the trace
+    assert all(rows_of(tr, i, {"target_batch", "draft_batch"}) == rows_of(t1, i, {"target_batch", "draft_batch"})
+               for i in range(len(PROMPTS)))
+    order = [s.request for s in tr.steps]
+    assert any(a > b for a, b in itertools.pairwise(order))
+    timed = [s for s in tr.steps if s.target_start is not None]
+    assert any(a.request != b.request and a.target_start < b.target_end and b.target_start < a.target_end
+               for a in timed for b in timed)  # overlapping rows of one engine share its passes
+    alone = max(s.target_batch for s in t1.steps if s.target_batch)
+    assert mode.startswith("lr") or max(s.target_batch for s in tr.steps) > alone
+    assert recorded_setting(tr.header).concurrency == n and tr.header.config["concurrency"] == n
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_loop_is_closed_at_n_requests_in_flight(tmp_path, n):
+    res, tr = decode(tmp_path, "lr-sync", n)
+    spans = sorted((q.start, q.end) for q in tr.requests)
+    assert len(spans) == len(PROMPTS) and [q.request for q in tr.requests] != []
+    for start, _ in spans:
+        in_flight = sum(s <= start < e for s, e in spans)
+        assert 1 <= in_flight <= n
+    # request i + n starts only when one of the first i + n requests has ended
+    by_index = {q.request: q for q in tr.requests}
+    for i in range(n, len(PROMPTS)):
+        assert by_index[i].start >= min(by_index[j].end for j in range(i))
+    for q, r in zip(sorted(tr.requests, key=lambda q: q.request), res):
+        assert q.start <= q.first_step <= q.end and q.prompt_tokens == len(PROMPTS[q.request])
+        assert r.ttft_s == pytest.approx(q.first_step - q.start) and r.wall_s > 0
+
+
+def test_model_time_is_shared_among_the_requests_of_a_pass(tmp_path):
+    """Each pass's forward seconds go to the requests in it by rows: the shares add up to the backend's total."""
+    cfg = DecodeConfig(mode="lr-sync", gamma=2, max_step_tokens=6, max_tokens=40, threads=0, draft_temperature=0.5,
+                       dtype="float32", concurrency=3)
+    tgt, drf = ToyBackend("target"), ToyBackend("draft", deviate=0.3)
+    for be in (tgt, drf):
+        be.seconds_per_pass = 0.25
+    dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False))
+    res = dec.run_many(list(enumerate(PROMPTS)), 3)
+    assert sum(r.target_s for r in res) == pytest.approx(tgt.stats.forward_s) and tgt.stats.forward_s > 0
+    assert sum(r.draft_s for r in res) == pytest.approx(drf.stats.forward_s) and drf.stats.forward_s > 0
+
+
+def test_random_verifier_runs_concurrently(tmp_path):
+    """Verdicts of a shared random verifier depend on the order of calls, so only the accounting is checked."""
+    res, tr = decode(tmp_path, "lr-sync", 3, verifier=RandomVerifier(0.5, seed=2))
+    assert sum(r.accepted for r in res) == sum(s.accepted for s in tr.steps)
+    assert len([s for s in tr.steps if s.committed]) == sum(len(r.steps) for r in res)
+
+
+def test_lr_async_refuses_concurrency(tmp_path):
+    with pytest.raises(InputError, match="not supported for lr-async"):
+        DecodeConfig(mode="lr-async", concurrency=2)
+    with pytest.raises(InputError, match="concurrency must be >= 1"):
+        DecodeConfig(mode="ar", concurrency=0)
