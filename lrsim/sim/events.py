@@ -41,6 +41,7 @@ class EventRun:
         self.stopped = False
         self.rem = work.next_request()  # tokens the current request has left (inf: one endless request)
         self.in_request = 0  # tokens committed in the current request: the context past its prompt
+        self.finite = math.isfinite(self.rem)  # without finite requests the context stays at the prompt
 
     def main(self):
         """The scheduler's SimPy process (a generator)."""
@@ -61,7 +62,8 @@ class EventRun:
     def advance_request(self, tokens: int) -> bool:
         """``tokens`` more of the current request are out; True when it is done (the next one then starts)."""
         self.rem -= tokens
-        self.in_request += tokens
+        if self.finite:
+            self.in_request += tokens
         if self.rem <= 0:
             self.rem = self.work.next_request()
             self.in_request = 0
