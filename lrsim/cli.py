@@ -124,7 +124,7 @@ def _add_theory_args(p: argparse.ArgumentParser) -> None:
 
 HARDWARE_FLAGS = ("target_arch", "draft_arch", "verifier_latency", "judge_arch", "judge_prompt_tokens",
                   "extrapolate", "below_context", "target_tp", "tp_efficiency", "k1_max")
-NUMBER_FLAGS = ("alpha2", "step_tokens", "draft_tokens", "request_tokens", "prompt_tokens")
+NUMBER_FLAGS = ("step_tokens", "draft_tokens", "request_tokens", "prompt_tokens")  # replay adds alpha1, alpha2
 
 
 def _add_hardware_args(p: argparse.ArgumentParser, alphas: bool) -> None:
@@ -291,7 +291,7 @@ def _hardware(a: argparse.Namespace):
     from .compose import Hardware
 
     if a.hardware is None:
-        flags = _given(a, HARDWARE_FLAGS + NUMBER_FLAGS + (("alpha1",) if a.command == "replay" else ()))
+        flags = _given(a, HARDWARE_FLAGS + NUMBER_FLAGS + (("alpha1", "alpha2") if a.command == "replay" else ()))
         if flags:
             raise UsageError(f"{', '.join(flags)} only go(es) with --hardware PROFILE")
         return None
@@ -333,8 +333,6 @@ def cmd_plan(a: argparse.Namespace) -> str:
     hw = _hardware(a)
     if hw is not None:
         return _plan_hardware(a, hw)
-    if a.k1_max is not None:
-        raise UsageError("--k1-max only goes with --hardware")
     if a.trace is not None:
         from .replay import format_trace_plan, plan_from_traces
 
@@ -358,8 +356,8 @@ def _replay_hardware(a: argparse.Namespace, hw) -> str:
         mode = a.mode or "async"
         setting = Setting(mode, a.k1 or (1 if mode == "ar" else 4), a.k2 or 1, a.width or 1)
     else:
-        if _given(a, NUMBER_FLAGS):
-            raise UsageError(f"{', '.join(_given(a, NUMBER_FLAGS))} describe(s) behaviour from numbers: "
+        if _given(a, NUMBER_FLAGS + ("alpha2",)):
+            raise UsageError(f"{', '.join(_given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
                              "give --alpha1 too, or leave them out to calibrate on traces")
         source = _read_traces(a.traces)
         rec = recorded_setting(source[0].header)
