@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -214,7 +215,7 @@ def test_bad_hardware_input_is_one_line(capsys, argv, message):
 
 
 def test_bad_profile_file_names_the_file(capsys, tmp_path, constant):
-    bad = json.loads(open(constant).read())
+    bad = json.loads(Path(constant).read_text())
     bad["version"] = 2
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
