@@ -4,7 +4,7 @@ Measures, side by side in one run (wall and CPU seconds of the command, in this 
 - ``lrsim plan --hardware h100-ctx0-kernel`` (R1-Distill 32B target, 1.5B draft, alpha1 0.6, alpha2 0.4, a 13 ms
   verifier) over every configuration with M = 16, 32, 64 (target: under 30 s for M <= 64 on 2 cores);
 - ``lrsim plan --trace`` on the embedded default traces at M = 16 (what a plan from traces costs today);
-- one ``lrsim replay --hardware`` prediction (async k1 = 7, n-gram k2 = 9, 20,000 steps) and one with the context
+- one ``lrsim replay --hardware`` prediction (async k1 = 3, n-gram k2 = 5, 20,000 steps) and one with the context
   growing through 4,000-token requests on ``h100-context-kernel``, each against one ``lrsim replay`` from traces
   (async k1 = 3, k2 = 5, 20,000 steps, no bootstrap) measured in the same run (target: no slower).
 The load average before and after is printed: other processes on the machine slow every number here.
@@ -34,8 +34,8 @@ CASES = [
     ("plan --hardware, M = 64", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "64",
                                  "--bootstrap", "0"], 30.0),
     ("plan --trace (embedded default), M = 16", ["plan", "--trace", "--budget", "16", "--bootstrap", "0"], 30.0),
-    ("replay --hardware, async k1 = 7, k2 = 9", ["replay", *HW, "--alpha1", "0.5", "--alpha2", "0.34", "--mode",
-                                                 "async", "--k1", "7", "--k2", "9", "--steps", "20000"], TRACES),
+    ("replay --hardware, async k1 = 3, k2 = 5", ["replay", *HW, "--alpha1", "0.78", "--alpha2", "0.29", "--mode",
+                                                 "async", "--k1", "3", "--k2", "5", "--steps", "20000"], TRACES),
     ("replay from traces, async k1 = 3, k2 = 5", ["replay", "--mode", "async", "--k1", "3", "--k2", "5",
                                                   "--steps", "20000", "--bootstrap", "0"], TRACES),
     ("replay --hardware, context growth, async k1 = 2",

@@ -424,11 +424,16 @@ def row_by_row(results: list[Result]) -> str:
         out.append(f"[{r.id}] {r.label}: reported {reported_text(r)}; {pred}")
         out += [f"    {s}" for s in r.inputs]
         if r.extra:
-            out.append("    derived: " + ", ".join(f"{k} = {v if isinstance(v, int) else json.dumps(v) if isinstance(v, list) else f'{v:.4f}'}"
-                                           for k, v in r.extra.items() if v is not None))
+            out.append("    derived: " + ", ".join(f"{k} = {_num(v)}" for k, v in r.extra.items() if v is not None))
         if r.note and r.predicted is not None:
             out.append(f"    note: {r.note}")
     return "\n".join(out)
+
+
+def _num(v) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_num(x) for x in v) + "]"
+    return str(v) if isinstance(v, int) else f"{v:.3f}"
 
 
 def figure(results: list[Result]) -> go.Figure:
@@ -464,12 +469,18 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out", type=Path, default=ROOT / "figures")
     ap.add_argument("--steps", type=int, default=20_000, help="simulated output steps per central prediction")
+    ap.add_argument("--replot", action="store_true", help="print and draw the results of the last run (its JSON)")
     a = ap.parse_args()
-    chk = Check(json.loads(a.data.read_text()), a.steps)
-    results = rows_from_file(chk) + review_verifier_rows(chk) + review_qwen3_rows(chk)
+    if a.replot:
+        results = [Result(**r) for r in json.loads((a.out / "paper_check.json").read_text())]
+    else:
+        chk = Check(json.loads(a.data.read_text()), a.steps)
+        results = rows_from_file(chk) + review_verifier_rows(chk) + review_qwen3_rows(chk)
     print(row_by_row(results), "", markdown(results), "", *summary(results), sep="\n")
     print(f"- H200 what-if: target pass = profile / (2 x {readme_efficiency():.3f}) = 1/{README_AR_TOK_S} s at batch 1")
-    atomic_write(a.out / "paper_check.json", json.dumps([asdict(r) for r in results], indent=1, default=float).encode())
+    if not a.replot:
+        atomic_write(a.out / "paper_check.json", json.dumps([asdict(r) for r in results], indent=1,
+                                                            default=float).encode())
     for p in save_figure(figure(results), a.out / "paper_check"):
         print(p)
 
