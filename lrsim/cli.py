@@ -122,6 +122,46 @@ def _add_theory_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=LR_MODES, default=DEFAULTS["mode"], help="LR scheduling")
 
 
+HARDWARE_FLAGS = ("target_arch", "draft_arch", "verifier_latency", "judge_arch", "judge_prompt_tokens",
+                  "extrapolate", "below_context", "target_tp", "tp_efficiency", "k1_max")
+NUMBER_FLAGS = ("step_tokens", "draft_tokens", "request_tokens", "prompt_tokens")  # replay adds alpha1, alpha2
+
+
+def _add_hardware_args(p: argparse.ArgumentParser, alphas: bool) -> None:
+    """Timing from a latency profile, behaviour from traces or numbers (``lrsim.compose``)."""
+    from .latency import DIST_SYNTAX, parse_dist
+
+    policies = ("error", "clamp", "linear")
+    g = p.add_argument_group("timing from a latency profile (--hardware; behaviour from traces or numbers)")
+    g.add_argument("--hardware", metavar="PROFILE", help="latency profile: a name from `lrsim profiles` or a file")
+    g.add_argument("--target-arch", help="target architecture in the profile, e.g. qwen2.5-32b")
+    g.add_argument("--draft-arch", help="draft architecture in the profile, e.g. qwen2.5-1.5b")
+    g.add_argument("--verifier-latency", type=_model(parse_dist), metavar="SPEC",
+                   help=f"verifier seconds per call: {DIST_SYNTAX} (default: free, noted)")
+    g.add_argument("--judge-arch", help="or: an LLM judge priced by the profile's prefill table")
+    g.add_argument("--judge-prompt-tokens", type=positive_int,
+                   help="judge prompt tokens (default: its template, 183, plus two mean steps)")
+    g.add_argument("--extrapolate", type=_choice(policies),
+                   help="beyond the last measured context, batch or positions: error (default), clamp, linear")
+    g.add_argument("--below-context", type=_choice(policies),
+                   help="below the first measured context: clamp (default, noted), error, linear")
+    g.add_argument("--target-tp", type=positive_int,
+                   help="assume the target runs tensor-parallel on N devices (needs --tp-efficiency)")
+    g.add_argument("--tp-efficiency", type=cost,
+                   help="E: target pass = profiled pass / (N E); an assumption you state, printed in the notes")
+    g = p.add_argument_group("behaviour from numbers (with --hardware, instead of traces)")
+    if alphas:
+        g.add_argument("--alpha1", type=unit, help="step acceptance: behaviour from these numbers, not traces")
+        g.add_argument("--alpha2", type=unit, help="token acceptance of n-gram speculation (needed for k2 > 1)")
+    g.add_argument("--step-tokens", type=_model(parse_dist), metavar="SPEC",
+                   help=f"tokens per target step (default 52): {DIST_SYNTAX}")
+    g.add_argument("--draft-tokens", type=_model(parse_dist), metavar="SPEC",
+                   help="tokens per draft step (default: as --step-tokens)")
+    g.add_argument("--request-tokens", type=_model(parse_dist), metavar="SPEC",
+                   help="output tokens per request (default: one endless request at the prompt's context)")
+    g.add_argument("--prompt-tokens", type=nonnegative_int, help="prompt tokens: the context when a request starts")
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="lrsim", description="Lookahead Reasoning speedup theory, checks and planning.")
     parser.add_argument("--version", action="version", version=f"lrsim {__version__}")
@@ -134,9 +174,12 @@ def build_parser() -> OneLineParser:
                    help="plan from recorded traces (calibrated simulator) instead of the closed forms; "
                         "with no file: the embedded default traces. "
                         "--alpha*/--c*/--mode are then taken from the traces")
-    p.add_argument("--k2-max", type=positive_int, default=8, help="with --trace: largest k2 searched")
+    p.add_argument("--k2-max", type=positive_int, default=8, help="with --trace/--hardware: largest k2 searched")
+    p.add_argument("--k1-max", type=positive_int,
+                   help="with --hardware: deepest async look-ahead searched (default: ceil((1 + v/T)/c1) + 2)")
     p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="with --trace: bootstrap replicates for the CI")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _add_hardware_args(p, alphas=False)
 
     p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
     p.add_argument("traces", nargs="*", metavar="TRACE",
@@ -150,6 +193,7 @@ def build_parser() -> OneLineParser:
     p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="bootstrap replicates for the CI")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
+    _add_hardware_args(p, alphas=True)
 
     p = sub.add_parser("theorems", help="check Theorems 1-4 and the SD ceiling")
     p.add_argument("--resolution", type=positive_int, default=14, help="grid values per axis (Thm 4: N^4 x 25 M values)")
@@ -237,7 +281,58 @@ def _read_traces(paths: Sequence[str]) -> list:
     return traces
 
 
+def _given(a: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The flags among ``names`` (destinations) that were given."""
+    return ["--" + n.replace("_", "-") for n in names if getattr(a, n, None) is not None]
+
+
+def _hardware(a: argparse.Namespace):
+    """The :class:`lrsim.compose.Hardware` of the command line (refusing its flags without --hardware)."""
+    from .compose import Hardware
+
+    if a.hardware is None:
+        flags = _given(a, HARDWARE_FLAGS + NUMBER_FLAGS + (("alpha1", "alpha2") if a.command == "replay" else ()))
+        if flags:
+            raise UsageError(f"{', '.join(flags)} only go(es) with --hardware PROFILE")
+        return None
+    missing = [f for f in ("target_arch", "draft_arch") if getattr(a, f) is None]
+    if missing:
+        raise UsageError("--hardware needs " + " and ".join("--" + m.replace("_", "-") for m in missing))
+    return Hardware(a.hardware, a.target_arch, a.draft_arch, a.verifier_latency, a.judge_arch,
+                    a.judge_prompt_tokens, a.extrapolate or "error", a.below_context or "clamp", a.target_tp or 1,
+                    a.tp_efficiency)
+
+
+def _behaviour(a: argparse.Namespace, alpha1: float, alpha2: float | None):
+    """Behaviour from the command line's numbers."""
+    from .compose import Behaviour
+    from .latency import Constant
+    from .sim import STEP_TOKENS
+
+    return Behaviour(alpha1=alpha1, alpha2=alpha2, step_tokens=a.step_tokens or Constant(STEP_TOKENS),
+                     draft_tokens=a.draft_tokens, request_tokens=a.request_tokens, prompt_tokens=a.prompt_tokens or 0)
+
+
+def _plan_hardware(a: argparse.Namespace, hw) -> str:
+    from .compose import plan as composed_plan
+    from .replay import format_trace_plan
+
+    if a.trace is not None:
+        if _given(a, NUMBER_FLAGS):
+            raise UsageError(f"{', '.join(_given(a, NUMBER_FLAGS))}: behaviour comes from the traces (--trace)")
+        source, what = _read_traces(a.trace), "traces"
+    else:
+        source, what = _behaviour(a, a.alpha1, a.alpha2), "numbers"
+    tp = composed_plan(source, hw, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, k1_max=a.k1_max,
+                       progress=sys.stderr.isatty())
+    text = f"{what} on {hw.profile} ({hw.target_arch} target, {hw.draft_arch} draft)"
+    return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else format_trace_plan(tp, a.top, text)
+
+
 def cmd_plan(a: argparse.Namespace) -> str:
+    hw = _hardware(a)
+    if hw is not None:
+        return _plan_hardware(a, hw)
     if a.trace is not None:
         from .replay import format_trace_plan, plan_from_traces
 
@@ -248,10 +343,40 @@ def cmd_plan(a: argparse.Namespace) -> str:
     return json.dumps(p.to_dict(), indent=2) if a.json else format_plan(p)
 
 
+def _replay_hardware(a: argparse.Namespace, hw) -> str:
+    """``replay --hardware``: behaviour from --alpha1 ... or from traces, timing from the profile."""
+    from .compose import predict as composed_predict
+    from .replay import format_prediction
+    from .trace import Setting, recorded_setting
+
+    if a.alpha1 is not None:
+        if a.traces:
+            raise UsageError("behaviour comes from traces or from --alpha1 and its numbers, not both")
+        source = _behaviour(a, a.alpha1, a.alpha2)
+        mode = a.mode or "async"
+        setting = Setting(mode, a.k1 or (1 if mode == "ar" else 4), a.k2 or 1, a.width or 1)
+    else:
+        if _given(a, NUMBER_FLAGS + ("alpha2",)):
+            raise UsageError(f"{', '.join(_given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
+                             "give --alpha1 too, or leave them out to calibrate on traces")
+        source = _read_traces(a.traces)
+        rec = recorded_setting(source[0].header)
+        mode = a.mode or rec.mode
+        setting = Setting(mode, a.k1 or (rec.k1 if mode == rec.mode else 4), a.k2 or rec.k2, a.width or rec.width)
+    if setting.mode == "ar" and setting.k1 != 1:
+        raise UsageError("mode ar has k1 = 1")
+    p = composed_predict(source, hw, setting, steps=a.steps, seed=a.seed, bootstrap=a.bootstrap,
+                         correlation=a.correlation, progress=sys.stderr.isatty())
+    return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
+
+
 def cmd_replay(a: argparse.Namespace) -> str:
     from .replay import format_prediction, predict
     from .trace import Setting, recorded_setting
 
+    hw = _hardware(a)
+    if hw is not None:
+        return _replay_hardware(a, hw)
     traces = _read_traces(a.traces)
     rec = recorded_setting(traces[0].header)
     mode = a.mode or rec.mode

@@ -7,6 +7,9 @@
   tokens)`` and ``check``, in **seconds**), so the simulator runs on measured
   hardware costs; as JSON it is ``{"kind": "profile", "profile": NAME|FILE,
   "arch": ..., "context": L, "extrapolate": ...}``.
+- :class:`ContextProfileLatency` prices passes as the context grows through
+  a request (the simulator's context-aware latency, ``{"kind":
+  "profile-context", ...}``).
 - :func:`cost_ratio` is the per-token cost ratio ``c1`` of a draft/target pair.
 """
 
@@ -14,14 +17,15 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
 from .errors import InputError
 from .fields import option
-from .interp import EXTRAPOLATION
+from .interp import EXTRAPOLATION, bracket
 from .profile import Profile, read_profile
 
 PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
@@ -107,6 +111,110 @@ class ProfileLatency:
         unknown = set(d) - {"profile", "arch", "context", "extrapolate"}
         if unknown:
             raise InputError(f"profile latency model has no field(s) {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ContextProfileLatency:
+    """One architecture's forward-pass latency from a profile as the context grows through a request, in seconds.
+
+    The simulator prices each cycle (async: stage) at ``prompt + committed``
+    tokens, ``committed`` what the current request has output so far
+    (:meth:`at`); ``__call__`` prices at the prompt.  With one measured
+    context the costs are context-independent (:attr:`context_aware` is
+    False).  Per (batch, positions) the time is piecewise linear in the context
+    through the profile's context points, which is the profile's trilinear
+    lookup exactly (a multilinear function is linear along each axis).  Below
+    the first measured context ``below`` applies, beyond the last (and outside
+    batch/positions) ``extrapolate``; a point the profile did not measure is
+    never invented.  ``scale`` multiplies every time (an assumption the user
+    states, e.g. tensor parallelism over N GPUs at efficiency E: ``1 / (N E)``).
+    """
+
+    profile: str = option("latency profile: an embedded name (`lrsim profiles`) or a file", "")
+    arch: str = option("architecture in the profile, e.g. 'qwen2.5-32b'", "")
+    prompt: int = option("tokens in the KV cache when a request starts (its prompt)", 0)
+    extrapolate: str = option("beyond the last measured context, batch or positions: 'error', 'clamp' or 'linear'",
+                              "error")
+    below: str = option("below the first measured context: 'clamp' (to it), 'error' or 'linear'", "clamp")
+    scale: float = option("multiply every time by this (an assumption, e.g. 1 / (N E) for tensor parallelism)", 1.0)
+    kind: ClassVar[str] = "profile-context"
+
+    def __post_init__(self) -> None:
+        for name in ("extrapolate", "below"):
+            if getattr(self, name) not in EXTRAPOLATION:
+                raise InputError(f"{name} must be one of {', '.join(EXTRAPOLATION)}, got {getattr(self, name)!r}")
+        if isinstance(self.prompt, bool) or not isinstance(self.prompt, int) or self.prompt < 0:
+            raise InputError(f"prompt must be an integer >= 0 (tokens), got {self.prompt!r}")
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale < math.inf:
+            raise InputError(f"scale must be a finite number > 0, got {self.scale!r}")
+        prof = load_profile(self.profile)
+        object.__setattr__(self, "_profile", prof)
+        object.__setattr__(self, "_xs", prof.arch(self.arch).context)
+        object.__setattr__(self, "_curves", {})
+
+    @property
+    def context_aware(self) -> bool:
+        """True when the profile measured this architecture at more than one context."""
+        return len(self._xs) > 1
+
+    @property
+    def contexts(self) -> tuple[int, ...]:
+        """The measured contexts of this architecture."""
+        return self._xs
+
+    def _curve(self, batch: int, tokens: int) -> tuple[float, ...]:
+        """ms at each measured context for this (batch, positions); nan where the profile cannot price it."""
+        key = (batch, tokens)
+        if key not in self._curves:
+            out = []
+            for L in self._xs:
+                try:
+                    out.append(self._profile.time_ms(self.arch, L, batch, tokens, self.extrapolate))
+                except InputError:
+                    out.append(math.nan)
+            self._curves[key] = tuple(out)
+        return self._curves[key]
+
+    def seconds(self, context: float, batch: int, tokens: int = 1) -> float:
+        """One pass at ``context`` tokens in the cache (errors: one line naming the profile's file and the point)."""
+        curve, xs = self._curve(batch, tokens), self._xs
+        if len(xs) == 1:  # one measured context: context-independent
+            ms, context = curve[0], xs[0]
+        else:
+            try:
+                br = bracket(xs, context, self.below if context < xs[0] else self.extrapolate, "context")
+                ms = sum(w * curve[i] for i, w in zip(br.indices, br.weights))  # linear in L between points
+            except InputError:
+                ms = math.nan
+        if not ms > 0:  # outside the policy, a point not measured, or extrapolated below zero: say which
+            policy = self.below if context < xs[0] else self.extrapolate
+            ms = self._profile.time_ms(self.arch, context, batch, tokens, policy)
+        return ms * self.scale / 1000.0  # ms -> s
+
+    def __call__(self, batch: int, tokens: int = 1) -> float:
+        return self.seconds(self.prompt, batch, tokens)
+
+    def at(self, committed: float) -> Callable[..., float]:
+        """Pricing at ``prompt + committed`` tokens: ``f(batch, tokens) -> seconds``."""
+        return functools.partial(self.seconds, self.prompt + committed)
+
+    def check(self, batch: int, tokens: int = 1, committed: float = 0.0) -> None:
+        """Raise :class:`InputError` unless every context from the prompt to ``prompt + committed`` is priced."""
+        lo, hi = self.prompt, self.prompt + committed
+        for L in sorted({lo, hi} | {x for x in self._xs if lo < x < hi}):
+            self.seconds(L, batch, tokens)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "profile": self.profile, "arch": self.arch, "prompt": self.prompt,
+                "extrapolate": self.extrapolate, "below": self.below, "scale": self.scale}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ContextProfileLatency":
+        d = {k: v for k, v in d.items() if k != "kind"}
+        unknown = set(d) - {"profile", "arch", "prompt", "extrapolate", "below", "scale"}
+        if unknown:
+            raise InputError(f"profile-context latency model has no field(s) {', '.join(sorted(unknown))}")
         return cls(**d)
 
 

@@ -10,6 +10,11 @@ each sequence computes in that pass:
   over the positions in the pass (``batch * tokens``), piecewise linear.
 - :class:`GridLatency`: a table ``T(batch, tokens)``, bilinear.
 
+A latency model may also be *context-aware*: ``context_aware`` true, ``at(committed)`` returning the
+pricing function ``f(batch, tokens)`` at that many tokens of the current request past its prompt, and
+``check(batch, tokens, committed)`` checking every context up to there; the simulator then prices each
+cycle (async: stage) at its request's context (:class:`lrsim.hardware.ContextProfileLatency`).
+
 Distributions (:class:`Constant`, :class:`Empirical`, :class:`Uniform`,
 :class:`LogNormal`, :class:`Exponential`) describe step lengths in tokens and
 verifier latencies in seconds.  Everything here is a frozen dataclass with help
@@ -178,12 +183,13 @@ def latency_from_dict(d: dict) -> Latency:
 
     A ``"scale"`` key multiplies every time (e.g. ``0.001`` for a table in ms).
     ``{"kind": "profile", "profile": NAME|FILE, "arch": ..., "context": L}``: a measured latency profile
-    (:class:`lrsim.hardware.ProfileLatency`).
+    (:class:`lrsim.hardware.ProfileLatency`); ``{"kind": "profile-context", ..., "prompt": P}``: the same with
+    the context growing through each request (:class:`lrsim.hardware.ContextProfileLatency`).
     """
-    if isinstance(d, dict) and d.get("kind") == "profile":
-        from .hardware import ProfileLatency
+    if isinstance(d, dict) and d.get("kind") in ("profile", "profile-context"):
+        from .hardware import ContextProfileLatency, ProfileLatency
 
-        return ProfileLatency.from_dict(d)
+        return (ProfileLatency if d["kind"] == "profile" else ContextProfileLatency).from_dict(d)
     if not isinstance(d, dict) or d.get("kind") not in LATENCY_KINDS:
         raise InputError(f"latency model needs 'kind' in {', '.join(LATENCY_KINDS)}")
     d = dict(d)

@@ -238,7 +238,7 @@ def _point(traces: Sequence[Trace], setting: Setting, steps: int, seed: int, cor
     return base_spt / spt, spt, base_spt, behaviour, timing, run.peak_positions
 
 
-def _resample(traces: Sequence[Trace], rng: np.random.Generator) -> list[Trace]:
+def resample_blocks(traces: Sequence[Trace], rng: np.random.Generator) -> list[Trace]:
     """Each trace with its (request, cycle) blocks drawn with replacement (renumbered cycles)."""
     out = []
     for t in traces:
@@ -268,7 +268,7 @@ def predict(traces: Sequence[Trace], setting: Setting, steps: int = 20_000, seed
     rng = np.random.default_rng(seed)
     reps = []
     for i in tqdm(range(bootstrap), desc="bootstrap", disable=not progress, leave=False):
-        reps.append(_point(_resample(traces, rng), setting, max(steps // 4, 2000), seed + 1 + i, correlation)[0])
+        reps.append(_point(resample_blocks(traces, rng), setting, max(steps // 4, 2000), seed + 1 + i, correlation)[0])
     ci = (float(np.quantile(reps, 0.025)), float(np.quantile(reps, 0.975))) if len(reps) >= 10 else None
     notes = []
     if not any(recorded_setting(t.header).mode == setting.mode for t in traces):
@@ -404,8 +404,8 @@ def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, se
     return cf, csim
 
 
-def format_trace_plan(tp: TracePlan, top: int = 10) -> str:
-    lines = [f"Plan from traces, budget M = {tp.budget} target positions", format_prediction(tp.best), "",
+def format_trace_plan(tp: TracePlan, top: int = 10, source: str = "traces") -> str:
+    lines = [f"Plan from {source}, budget M = {tp.budget} target positions", format_prediction(tp.best), "",
              "  rank  mode   k1  k2  W  positions  simulated speedup"]
     lines += [f"  {i:4d}  {r['mode']:5s} {r['k1']:3d} {r['k2']:3d} {r['width']:2d} {r['positions']:10d}  {r['speedup']:.3f}x"
               for i, r in enumerate(tp.ranked[:top], 1)]

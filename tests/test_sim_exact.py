@@ -62,7 +62,10 @@ def test_sync_request_cap_cuts_drafts_and_target_steps():
 
 def test_request_cap_is_refused_where_it_is_not_modelled():
     with pytest.raises(ValueError, match="request_tokens"):
-        SimConfig(mode="async", request_tokens=Constant(100))
+        SimConfig(mode="async", width=2, request_tokens=Constant(100))
+    with pytest.raises(ValueError, match="request_tokens"):
+        SimConfig(mode="sync", engine="renewal", request_tokens=Constant(100))
+    SimConfig(mode="async", request_tokens=Constant(100))  # async: the completing step ends its stage
 
 
 @ENGINES

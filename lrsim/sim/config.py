@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fields import option
-from ..latency import Constant, Dist, Latency, dist_from_dict, latency_from_dict
+from ..latency import Constant, Dist, Empirical, Latency, LogNormal, Uniform, dist_from_dict, latency_from_dict
 from ..modes import SIM_MODES, VERIFY_CALLS
 
 MODES = SIM_MODES
@@ -41,10 +41,11 @@ class SimConfig:
                         False)
     verifier_cost: float = option("verifier latency per call in units of T (target step time at batch 1)", 0.0)
     verifier_latency: Dist | None = option("verifier latency per call (s), a distribution; overrides verifier_cost")
-    request_tokens: Dist | None = option("sync: output tokens per request; requests run back to back and every draft "
+    request_tokens: Dist | None = option("output tokens per request; requests run back to back.  sync: every draft "
                                          "and target step is cut at the tokens its request has left (lrref's "
-                                         "max_tokens). "
-                                         "None: one endless request", None)
+                                         "max_tokens); async: the step that completes a request ends its stage; "
+                                         "ar: steps are not cut.  A context-aware latency prices each cycle at the "
+                                         "tokens its request has committed.  None: one endless request", None)
     verify_calls: str = option("sync: 'one' verifier call checks all pairs of a cycle; 'per_pair': one call per pair, "
                                "in order, up to the first rejection (lrref's sync decoder)", "one")
     step_tokens: Dist = option("tokens per target step (rounded, >= 1)", Constant(STEP_TOKENS))
@@ -132,8 +133,8 @@ def _check_numbers(cfg: SimConfig) -> None:
 
 def _check_choices(cfg: SimConfig) -> None:
     _choice("token_model", cfg.token_model, TOKEN_MODELS)
-    if cfg.request_tokens is not None and (cfg.mode == "async" or cfg.engine == "renewal" or cfg.width > 1):
-        raise InputError("request_tokens is modelled for sync and ar with W = 1 on the event engine only")
+    if cfg.request_tokens is not None and (cfg.engine == "renewal" or cfg.width > 1):
+        raise InputError("request_tokens is modelled with W = 1 on the event engine only")
     _choice("verify_calls", cfg.verify_calls, VERIFY_CALLS)
     _choice("join", cfg.join, JOINS)
 
@@ -164,22 +165,44 @@ def _check_budget(cfg: SimConfig) -> None:
 
 
 def _check_latencies(cfg: SimConfig) -> None:
-    """Every batch and token count the run can ask the latency models for is priced."""
-    tk = cfg.k2
+    """Every batch and token count the run can ask the latency models for is priced (at every context a
+    context-aware model can see: up to the longest request)."""
+    tk, most = cfg.k2, request_upper(cfg)
     for b in range(1, target_sequences(cfg) + 1):
-        _priced(cfg.target_latency, "target", b, tk)
-    _priced(cfg.target_latency, "target", 1, 1)  # the autoregressive baseline
+        _priced(cfg.target_latency, "target", b, tk, most)
+    _priced(cfg.target_latency, "target", 1, 1, most)  # the autoregressive baseline
     if cfg.mode != "ar" and cfg.k1 > 1:
         for b in range(1, max_draft_batch(cfg) + 1):
-            _priced(cfg.draft_latency, "draft", b, tk if cfg.draft_sd else 1)
+            _priced(cfg.draft_latency, "draft", b, tk if cfg.draft_sd else 1, most)
 
 
-def _priced(lat: Latency | None, who: str, batch: int, tokens: int) -> None:
+def _priced(lat: Latency | None, who: str, batch: int, tokens: int, committed: float = 0.0) -> None:
     if lat is not None:
         try:
-            lat.check(batch, tokens)
+            if getattr(lat, "context_aware", False):
+                lat.check(batch, tokens, committed)  # every context from the prompt to prompt + committed
+            else:
+                lat.check(batch, tokens)
         except InputError as e:
             raise InputError(f"{who} latency at batch {batch}, {tokens} token(s)/sequence: {e}") from None
+
+
+def request_upper(cfg: SimConfig) -> float:
+    """Most tokens a request can commit before its last cycle: the largest request length (a 1e-6 tail quantile
+    for unbounded distributions); 0 without finite requests (the context stays at the prompt)."""
+    d = cfg.request_tokens
+    if d is None:
+        return 0.0
+    if isinstance(d, Constant):
+        return float(d.value)
+    if isinstance(d, Empirical):
+        return float(max(d.values))
+    if isinstance(d, Uniform):
+        return float(d.high)
+    if isinstance(d, LogNormal):
+        s = math.sqrt(math.log1p(d.cv**2))  # sigma of log
+        return float(math.exp(math.log(d.mean_value) - s * s / 2 + 4.753 * s))  # z(1 - 1e-6) = 4.753
+    return float(d.mean * 13.8155)  # exponential: -ln(1e-6) = 13.8155 means
 
 
 def target_sequences(cfg: SimConfig) -> int:

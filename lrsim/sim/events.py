@@ -39,6 +39,9 @@ class EventRun:
         self.out = self.tokens = self.accepted = self.decisive = 0
         self.done = self.env.event()  # succeeds when the run has its steps
         self.stopped = False
+        self.rem = work.next_request()  # tokens the current request has left (inf: one endless request)
+        self.in_request = 0  # tokens committed in the current request: the context past its prompt
+        self.finite = math.isfinite(self.rem)  # without finite requests the context stays at the prompt
 
     def main(self):
         """The scheduler's SimPy process (a generator)."""
@@ -55,6 +58,26 @@ class EventRun:
         self.out += steps
         self.tokens += tokens
         self.accepted += n_accepted
+
+    def advance_request(self, tokens: int) -> bool:
+        """``tokens`` more of the current request are out; True when it is done (the next one then starts)."""
+        self.rem -= tokens
+        if self.finite:
+            self.in_request += tokens
+        if self.rem <= 0:
+            self.rem = self.work.next_request()
+            self.in_request = 0
+            return True
+        return False
+
+    def set_context(self) -> None:
+        """Price the coming cycle or stage at the current request's context (context-aware latencies only).
+
+        The context is held over the cycle or stage: its ``k1`` prefixes differ by a few draft steps.
+        """
+        if self.work.set_context(self.in_request):
+            self.srv.reprice()
+            self.tau1 = self.work.tau1
 
     def end_cycle(self, base_tokens: int, now: float | None = None) -> None:
         """A cycle ends ``now``; target-only decoding would have written its output positions in ``base_tokens``."""

@@ -5,7 +5,10 @@ drafter and target look at most ``k1`` positions past the last verified one;
 position ``j`` is verified when draft and target ``j`` both exist; the
 verified prefix is committed in order.  The first rejection commits the
 target's step there, cancels everything built on the rejected draft and
-starts a new *stage*.  ``k1 = 1`` is target-only (a stage per step).
+starts a new *stage*.  ``k1 = 1`` is target-only (a stage per step).  With finite requests, the
+step that completes a request ends its stage as a rejection would (the
+next request starts with an empty pipeline); async steps are not cut at the
+request's end.
 
 Drafter and verifier events call the server's ``catch_up`` first, so the
 target's completions at the same instant come first (the tie rule of
@@ -50,6 +53,7 @@ class AsyncRun(EventRun):
     # ``now`` is passed along: SimPy's clock is a property, read once per event
 
     def _new_stage(self, now: float) -> None:
+        self.set_context()
         self.sid += 1
         self.st = Stage(self.sid, now)
         self.drafting = False
@@ -98,6 +102,7 @@ class AsyncRun(EventRun):
         if self.cfg.k1 == 1:  # target-only: its step is the output, a stage per step
             self.st.base += job.tokens
             self.commit(0, job.tokens, 1)
+            self.advance_request(job.tokens)
             self._end_stage(0, now)
         elif job.pos < self.st.drafted:
             self._verify(job.pos, now)
@@ -128,6 +133,7 @@ class AsyncRun(EventRun):
             st.base += job.tokens
             if first < 0:  # rejected: keep the target's step, drop everything built on draft j
                 self.commit(0, job.tokens, 1)
+                self.advance_request(job.tokens)
                 self._end_stage(j, now)
                 return
             self.commit(1, st.drafts[j][2][first], 1)
@@ -135,10 +141,14 @@ class AsyncRun(EventRun):
             if self.out >= self.cfg.steps:
                 self._finish_stage(now)
                 return
+            if self.advance_request(st.drafts[j][2][first]):  # the request is done: its look-ahead is waste
+                self._end_stage(j, now, rejected=False)
+                return
         self._pump(now)
 
-    def _end_stage(self, r: int, now: float) -> None:
-        """The stage ends at position ``r``: the target's step there is the last output (rejection, or k1 = 1)."""
+    def _end_stage(self, r: int, now: float, rejected: bool = True) -> None:
+        """The stage ends at position ``r``: the target's step there is the last output (rejection, or k1 = 1),
+        or (``rejected`` False) the accepted draft there ended its request."""
         st, srv = self.st, self.srv
         if self.drafting:
             st.drafts[-1][1], st.drafts[-1][4] = now, True  # the draft in progress is abandoned
@@ -148,7 +158,7 @@ class AsyncRun(EventRun):
             if j.state == DONE:
                 srv.add_waste(j)
         if self.rec is not None:
-            self.rec.stage(len(self.cycle_end), st, r, True)
+            self.rec.stage(len(self.cycle_end), st, r if rejected else r + 1, rejected)
         self.end_cycle(st.base, now)
         if not self.stopped:
             self._new_stage(now)

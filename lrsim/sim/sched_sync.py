@@ -17,13 +17,10 @@ from .events import EventRun
 class SyncRun(EventRun):
     """Algorithm 1, one cycle after another (every cycle starts with an idle target)."""
 
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.rem = self.work.next_request()  # tokens the current request has left
-
     def main(self):
         env, k1 = self.env, self.cfg.k1
         while True:
+            self.set_context()
             drafts, used = [], 0  # used: tokens of the drafts so far (they come out of the request's budget)
             for j in range(k1 - 1):  # k1 - 1 drafts back to back on the drafter
                 if used >= self.rem:  # the previous draft used up the request: nothing to look ahead
@@ -75,7 +72,5 @@ class SyncRun(EventRun):
         self.commit(x, tokens, steps)
         if self.rec is not None:
             self.rec.cycle(len(self.cycle_end), drafts, jobs, verdicts, x)
-        self.rem -= tokens
-        if self.rem <= 0:  # the request is done: the next one starts with its own budget
-            self.rem = self.work.next_request()
+        self.advance_request(tokens)  # a request that is done makes way for the next one, with its own budget
         self.end_cycle(base)

@@ -187,6 +187,14 @@ class TargetServer:
         self._set_d()
         self._plan()
 
+    def reprice(self) -> None:
+        """The iteration time changed (a new cycle or stage at another context): the work clock runs to now at
+        the old rate, batch costs are looked up afresh and the next wake-up is planned at the new rate."""
+        self._advance()
+        self._d.clear()
+        self._set_d()
+        self._plan()
+
     def add_waste(self, job: Job) -> None:
         """Count a finished step whose result was thrown away."""
         self.wasted += job.work
@@ -365,6 +373,10 @@ class FixedRateServer(TargetServer):
             self.seq_iters += j.work
             self.wasted += j.work
         self.busy_until = max([self.last_leave] + [j.finish for j in self.live])
+
+    def reprice(self) -> None:
+        """Never needed: this server serves a constant iteration time (:class:`TargetServer` handles the rest)."""
+        raise TypeError("FixedRateServer has a constant iteration time")
 
     def close(self) -> None:
         """Book the sequences still running, up to now."""

@@ -1,0 +1,240 @@
+"""lrsim.compose: behaviour from traces or numbers, timing from a latency profile; context growth in the simulator."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lrsim.cli import main
+from lrsim.compose import JUDGE_TEMPLATE_TOKENS, Behaviour, Hardware, behaviour_from_traces, plan, predict, sim_config
+from lrsim.errors import InputError
+from lrsim.hardware import ContextProfileLatency, embedded, load_profile
+from lrsim.latency import Constant, ConstantLatency, latency_from_dict
+from lrsim.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
+from lrsim.replay import predict as replay_predict
+from lrsim.sim import SimConfig, simulate
+from lrsim.trace import Setting, read_trace
+
+BATCH, POS = (1, 2, 4, 8), (1, 2, 4, 8)
+
+
+def arch(name, ms_of, context=(0,), prefill=None) -> ArchProfile:
+    """An architecture whose time at (L, b, q) is ``ms_of(L, b, q)`` on the test grid."""
+    ms = tuple(tuple(tuple(ms_of(L, b, q) for q in POS) for b in BATCH) for L in context)
+    return ArchProfile(name, 1000, 2, 256, tuple(context), BATCH, POS, ms, (), prefill)
+
+
+def profile_file(tmp_path, name, *archs) -> str:
+    p = Profile(name, "kernel_sum", Provenance("test GPU", "numpy", "bfloat16", "2026-01-01"),
+                {a.name: a for a in archs})
+    path = tmp_path / f"{name}.json"
+    write_profile(p, path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def constant(tmp_path_factory):
+    """Target 20 ms, draft 5 ms per pass whatever the batch and positions: c1 = 0.25; a 7B judge's prefill."""
+    pre = Prefill("wall", (1,), (128, 512), ((10.0, 30.0),))
+    return profile_file(tmp_path_factory.mktemp("p"), "constant", arch("big", lambda L, b, q: 20.0),
+                        arch("small", lambda L, b, q: 5.0), arch("judge", lambda L, b, q: 8.0, prefill=pre))
+
+
+@pytest.fixture(scope="module")
+def growing(tmp_path_factory):
+    """Target: batch 1 costs 10 + 0.01 L ms, batch >= 2 costs 12 ms flat; draft 0.001 ms (nearly free)."""
+    def big(L, b, q):
+        return 10.0 + 0.01 * L if b == 1 else 12.0
+
+    return profile_file(tmp_path_factory.mktemp("g"), "growing", arch("big", big, context=(0, 2000)),
+                        arch("small", lambda L, b, q: 0.001, context=(0, 2000)))
+
+
+@pytest.fixture(scope="module")
+def des_traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("des")
+    common = dict(alpha1=0.7, c1=0.25, alpha2=0.6, c2=0.05, steps=6000, seed=1)
+    simulate(SimConfig(mode="ar", k1=1, **common), trace=d / "ar.jsonl")
+    simulate(SimConfig(mode="async", k1=4, **common), trace=d / "async.jsonl")
+    return [read_trace(d / "ar.jsonl"), read_trace(d / "async.jsonl")]
+
+
+@pytest.mark.parametrize("mode,k1", [("async", 3), ("sync", 4), ("ar", 1)])
+def test_constant_profile_equals_a_constant_latency(constant, mode, k1):
+    """Composition on a constant profile is today's simulation with constant latencies, to 1e-9."""
+    b = Behaviour(alpha1=0.65, step_tokens=Constant(40), verify_calls="one")
+    hw = Hardware(constant, "big", "small", verifier_latency=Constant(0.05))
+    composed = simulate(sim_config(b, hw, Setting(mode, k1, 1), 3000, 7))
+    direct = simulate(SimConfig(mode=mode, k1=k1, alpha1=0.65, c2=1e-9, step_tokens=Constant(40),
+                                target_latency=ConstantLatency(0.02), draft_latency=ConstantLatency(0.005),
+                                verifier_latency=Constant(0.05), steps=3000, seed=7))
+    assert composed.speedup == pytest.approx(direct.speedup, rel=1e-9)
+    assert composed.sim_time == pytest.approx(direct.sim_time, rel=1e-9)
+    assert composed.c1_eff == pytest.approx(0.25)
+
+
+def test_constant_profile_with_traces_matches_replay(constant, des_traces):
+    """Behaviour from traces + a constant profile with the traces' c1: the replay's prediction (sampling noise)."""
+    hw = Hardware(constant, "big", "small")
+    for s in (Setting("async", 2, 1), Setting("sync", 3, 1)):
+        p = predict(des_traces, hw, s, steps=8000, bootstrap=0)
+        r = replay_predict(des_traces, s, steps=8000, bootstrap=0)
+        assert p.speedup == pytest.approx(r.speedup, rel=0.03), s
+        assert p.alpha1 == pytest.approx(r.alpha1) and p.c1 == pytest.approx(0.25)
+
+
+def test_baseline_and_target_are_priced_at_the_growing_context(growing):
+    """ar: each step at prompt + committed; sync with every draft rejected: the baseline grows, the batch does not."""
+    hw = Hardware(growing, "big", "small")
+    b = Behaviour(alpha1=0.0, step_tokens=Constant(10), request_tokens=Constant(1000), prompt_tokens=100)
+    ar = simulate(sim_config(b, hw, Setting("ar", 1, 1), 2000, 0))
+    # steps start at 0, 10, ..., 990 committed tokens: mean context 100 + 495
+    assert ar.sim_time / ar.output_tokens == pytest.approx((10 + 0.01 * 595) / 1000, rel=1e-9)
+    assert ar.speedup == pytest.approx(1.0, rel=1e-12)
+    sync = simulate(sim_config(b, hw, Setting("sync", 2, 1), 2000, 0))
+    # a request is 100 cycles of one 10-token output step: 99 with a batch of 2 (12 ms a pass) and a last one whose
+    # second target step has no tokens left (batch 1 at context 1090: 20.9 ms); one 0.001 ms draft pass per token
+    lr = 99 * (10 * 12 + 0.01) + (10 * 20.9 + 0.01)
+    baseline = sum(10 * (10 + 0.01 * (100 + 10 * i)) for i in range(100))  # each cycle at its own context
+    assert sync.speedup == pytest.approx(baseline / lr, rel=1e-9)
+    lr_per_token = 12e-3 + 1e-6
+    fixed = simulate(sim_config(Behaviour(alpha1=0.0, step_tokens=Constant(10), prompt_tokens=100), hw,
+                                Setting("sync", 2, 1), 2000, 0))  # no requests: the context stays at the prompt
+    assert fixed.speedup == pytest.approx(11e-3 / lr_per_token, rel=1e-9)
+
+
+def test_async_request_end_ends_the_stage():
+    """With every draft accepted a stage ends only where a request does; without requests there is one stage."""
+    kw = dict(mode="async", k1=3, alpha1=1.0, step_tokens=Constant(10), steps=100)
+    assert simulate(SimConfig(request_tokens=Constant(50), **kw)).cycles == 20
+    assert simulate(SimConfig(**kw)).cycles == 1
+    with pytest.raises(InputError, match="W = 1"):
+        SimConfig(request_tokens=Constant(50), width=2, **{k: v for k, v in kw.items()})
+
+
+def test_context_profile_latency(growing):
+    lat = ContextProfileLatency(growing, "big", prompt=500)
+    assert lat.context_aware and lat(1, 1) == pytest.approx(0.015)
+    assert lat.at(1000)(1, 4) == pytest.approx(0.025) and lat.at(1000)(2, 1) == pytest.approx(0.012)
+    assert latency_from_dict(json.loads(json.dumps(lat.to_dict()))) == lat
+    with pytest.raises(InputError, match=r"growing.json: big: context 2500 is outside the measured range 0..2000"):
+        lat.check(1, 1, committed=2000)
+    assert ContextProfileLatency(growing, "big", prompt=500, extrapolate="linear").at(2000)(1, 1) == \
+        pytest.approx(0.035)
+    one = ContextProfileLatency("h100-ctx0-kernel", "qwen2.5-32b", prompt=9000)
+    assert not one.context_aware and one(1, 1) == pytest.approx(0.027857)
+    ctx = ContextProfileLatency("h100-context-kernel", "qwen2.5-32b", prompt=0)
+    assert ctx(1, 1) == pytest.approx(0.02795)  # below the first measured context: clamped
+    with pytest.raises(InputError, match="context 0 is outside"):
+        ContextProfileLatency("h100-context-kernel", "qwen2.5-32b", below="error")(1, 1)
+
+
+def test_judge_tp_and_notes(constant):
+    b = Behaviour(alpha1=0.5, step_tokens=Constant(52))
+    hw = Hardware(constant, "big", "small", judge_arch="judge")
+    cfg = sim_config(b, hw, Setting("async", 3, 1), 100, 0)
+    n = JUDGE_TEMPLATE_TOKENS + 104  # template + two 52-token steps
+    assert cfg.verifier_latency.mean == pytest.approx((10 + 20 * (n - 128) / 384) / 1000)
+    p = predict(b, Hardware(constant, "big", "small", target_tp=2, tp_efficiency=0.8), Setting("async", 3, 1),
+                steps=500)
+    assert p.c1 == pytest.approx(5 / (20 / 1.6))
+    assert any("assumed" in x and "0.8" in x for x in p.notes) and any("free" in x for x in p.notes)
+    with pytest.raises(InputError, match="tensor parallelism is an assumption"):
+        Hardware(constant, "big", "small", target_tp=2)
+
+
+def test_plan_with_a_profile_respects_the_budget(constant):
+    b = Behaviour(alpha1=0.6, alpha2=0.5, step_tokens=Constant(30))
+    tp = plan(b, Hardware(constant, "big", "small"), budget=6, k2_max=3, steps=1000, bootstrap=0)
+    assert tp.ranked and all(r["positions"] <= 6 for r in tp.ranked)
+    assert {r["mode"] for r in tp.ranked} == {"ar", "sync", "async"}
+    assert tp.best.setting.k1 == tp.ranked[0]["k1"] and tp.best.speedup > 1
+    assert tp.ranked[0]["speedup"] == max(r["speedup"] for r in tp.ranked if r["steps"] == 1000)
+
+
+def test_behaviour_from_traces(des_traces):
+    b = behaviour_from_traces(des_traces)
+    assert b.alpha1 == pytest.approx(0.7, abs=0.03) and b.source == "traces" and b.step_tokens.mean == 52
+
+
+# --- command line -------------------------------------------------------------------------------------
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_listed_profile_name_works_with_the_interface_example(capsys):
+    code, out, _ = run(capsys, "profiles")
+    names = [ln.split()[0] for ln in out.strip().splitlines()]
+    assert code == 0 and names == sorted(embedded())
+    for name in names:
+        code, out, err = run(capsys, "replay", "--hardware", name, "--target-arch", "qwen2.5-32b", "--draft-arch",
+                             "qwen2.5-1.5b", "--alpha1", "0.6", "--mode", "async", "--k1", "4",
+                             "--verifier-latency", "0.013", "--steps", "1500", "--json")
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["speedup"] > 0.5 and d["setting"]["hardware"] == name and d["notes"]
+
+
+def test_replay_hardware_with_context_growth_and_its_limits(capsys):
+    base = ["replay", "--hardware", "h100-context-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch",
+            "qwen2.5-1.5b", "--alpha1", "0.5", "--mode", "ar", "--k1", "1", "--steps", "800", "--bootstrap", "0"]
+    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "4000", "--json")
+    assert code == 0, err
+    assert any("grows from the prompt (1024 tokens)" in n for n in json.loads(out)["notes"])
+    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "20000")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "h100-context-kernel.json: qwen2.5-32b: context 21024 is outside the measured range" in err
+    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "20000", "--extrapolate",
+                         "linear")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["replay", "--target-arch", "x"], "--target-arch only go(es) with --hardware"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b"], "needs --draft-arch"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
+      "--step-tokens", "40"], "give --alpha1 too"),
+    (["replay", "some.jsonl", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch",
+      "qwen2.5-1.5b", "--alpha1", "0.5"], "not both"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
+      "--alpha1", "0.5", "--target-tp", "2"], "tensor parallelism is an assumption"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "llama", "--draft-arch", "qwen2.5-1.5b",
+      "--alpha1", "0.5"], "no architecture 'llama'"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
+      "--alpha1", "0.5", "--k1", "20", "--mode", "sync"], "batch 17 is outside the measured range 1..16"),
+    (["plan", "--k1-max", "3"], "--k1-max only go(es) with --hardware"),
+])
+def test_bad_hardware_input_is_one_line(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_bad_profile_file_names_the_file(capsys, tmp_path, constant):
+    bad = json.loads(Path(constant).read_text())
+    bad["version"] = 2
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    code, out, err = run(capsys, "replay", "--hardware", str(path), "--target-arch", "big", "--draft-arch", "small",
+                         "--alpha1", "0.5")
+    assert code == 2 and out == "" and f"{path}: version: unknown version 2" in err
+    del bad["archs"]["big"]["batch"]
+    bad["version"] = 1
+    path.write_text(json.dumps(bad))
+    code, out, err = run(capsys, "plan", "--hardware", str(path), "--target-arch", "big", "--draft-arch", "small")
+    assert code == 2 and "missing axis 'batch'" in err and str(path) in err
+
+
+def test_plan_hardware_cli(capsys, constant):
+    code, out, err = run(capsys, "plan", "--hardware", constant, "--target-arch", "big", "--draft-arch", "small",
+                         "--alpha1", "0.6", "--alpha2", "0.5", "--budget", "4", "--k2-max", "2", "--bootstrap", "0",
+                         "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert {"mode", "k1", "k2", "speedup", "ranked", "closed_form_plan", "notes"} <= d.keys()
+    assert all(r["positions"] <= 4 for r in d["ranked"]) and math.isfinite(d["speedup"])
+    assert load_profile(constant).name == "constant"
