@@ -14,6 +14,8 @@ target's completions at the same instant come first (the tie rule of
 
 from __future__ import annotations
 
+import math
+
 from simpy import Timeout
 
 from .events import EventRun
@@ -23,13 +25,14 @@ from .servers import DONE, PENDING, RUNNING, Job
 class Stage:
     """Async state between two rejections."""
 
-    __slots__ = ("sid", "t0", "drafted", "started", "V", "jobs", "drafts", "verdicts", "base")
+    __slots__ = ("sid", "t0", "drafted", "started", "V", "jobs", "drafts", "verdicts", "base", "left")
 
-    def __init__(self, sid: int, t0: float):
+    def __init__(self, sid: int, t0: float, left: float):
         self.sid, self.t0 = sid, t0
         self.drafted = self.started = self.V = 0  # drafts done, targets started, verified-accepted prefix
         self.jobs: list[Job] = []
         self.drafts: list[list] = []  # per position: [start, end, lengths, batch, cancelled]
+        self.left = [left]  # left[j]: tokens the request has left for position j (after drafts 0..j-1)
         self.verdicts: dict[int, tuple] = {}  # position -> (first accepted branch, row, verify start, end)
         self.base = 0.0
 
@@ -42,6 +45,7 @@ class AsyncRun(EventRun):
         self.sid = 0
         self.st: Stage | None = None
         self.drafting = False
+        self.request_tokens = math.inf  # tokens to write (inf: one endless request)
 
     def main(self):
         self._new_stage(self.env.now)
@@ -51,7 +55,7 @@ class AsyncRun(EventRun):
 
     def _new_stage(self, now: float) -> None:
         self.sid += 1
-        self.st = Stage(self.sid, now)
+        self.st = Stage(self.sid, now, self.request_tokens - self.tokens)
         self.drafting = False
         self._pump(now)
 
@@ -61,17 +65,18 @@ class AsyncRun(EventRun):
         if self.stopped:
             return
         limit = st.V + k1  # look at most k1 positions past the last verified one
-        if not self.drafting and st.drafted < limit and k1 > 1:  # k1 = 1: nothing to look ahead
-            d, lens, b = self.work.draft(0)
+        # k1 = 1: nothing to look ahead; a finite request: nothing past its last token
+        if not self.drafting and st.drafted < limit and k1 > 1 and st.left[st.drafted] > 0:
+            ev, rec = self.draft(0, st.left[st.drafted], now)
             self.drafting = True
-            st.drafts.append([now, now + d, lens, b, False])
-            ev = Timeout(self.env, d)
-            ev.sid, ev.pos, ev.t = st.sid, st.drafted, now + d  # ev.t: when it fires (SimPy's own sum)
+            st.drafts.append(rec)
+            st.left.append(st.left[-1] - rec[2][0])
+            ev.sid, ev.pos = st.sid, st.drafted
             ev.callbacks.append(self._on_draft)
-        if st.started <= st.drafted and st.started < limit:  # target j needs drafts 0..j-1
+        if st.started <= st.drafted and st.started < limit and st.left[st.started] > 0:  # target j: drafts 0..j-1
             new = []
-            while st.started <= st.drafted and st.started < limit:
-                job = self.target_job(st.started)
+            while st.started <= st.drafted and st.started < limit and st.left[st.started] > 0:
+                job = self.target_job(st.started, cap=st.left[st.started])
                 job.sid, job.on_done = st.sid, self._on_target
                 job.verdict = self.work.verdicts()  # drawn in position order, whatever order verification runs in
                 new.append(job)
@@ -107,8 +112,8 @@ class AsyncRun(EventRun):
         if v <= 0:
             self._on_verdict(pos, now, now)
             return
-        ev = Timeout(self.env, v)
-        ev.sid, ev.pos, ev.t0, ev.t = self.sid, pos, now, now + v
+        ev = self.verify(v, now)
+        ev.sid, ev.pos, ev.t0 = self.sid, pos, now
         ev.callbacks.append(self._on_verify_event)
 
     def _on_verify_event(self, ev: Timeout) -> None:
@@ -132,7 +137,7 @@ class AsyncRun(EventRun):
                 return
             self.commit(1, st.drafts[j][2][first], 1)
             st.V += 1
-            if self.out >= self.cfg.steps:
+            if self.finished():
                 self._finish_stage(now)
                 return
         self._pump(now)
@@ -143,6 +148,7 @@ class AsyncRun(EventRun):
         if self.drafting:
             st.drafts[-1][1], st.drafts[-1][4] = now, True  # the draft in progress is abandoned
             self.drafting = False
+            self.abandon(st.drafts[-1])
         srv.cancel([j for j in st.jobs[r + 1:] if j.state in (PENDING, RUNNING)])
         for j in st.jobs[r + 1:]:
             if j.state == DONE:

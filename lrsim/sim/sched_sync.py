@@ -20,19 +20,20 @@ class SyncRun(EventRun):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.rem = self.work.next_request()  # tokens the current request has left
+        self.drafts: list[list] = []
 
     def main(self):
         env, k1 = self.env, self.cfg.k1
         while True:
-            drafts, used = [], 0  # used: tokens of the drafts so far (they come out of the request's budget)
+            self.drafts = drafts = []  # this cycle's drafts: [start, end, lengths, batch, abandoned]
+            used = 0  # tokens of the drafts so far (they come out of the request's budget)
             for j in range(k1 - 1):  # k1 - 1 drafts back to back on the drafter
                 if used >= self.rem:  # the previous draft used up the request: nothing to look ahead
                     break
-                d, lens, b = self.work.draft(j, self.rem - used)
-                now = env.now
-                drafts.append([now, now + d, lens, b, False])
-                used += lens[0]
-                yield env.timeout(d)
+                ev, rec = self.draft(j, self.rem - used, env.now)
+                drafts.append(rec)
+                used += rec[2][0]
+                yield ev
             nd = len(drafts)
             # the target writes one step per prefix with budget left (k1 steps without a request cap), one batch
             caps = [self.rem - sum(dr[2][0] for dr in drafts[:j]) for j in range(nd + 1)]
@@ -54,10 +55,10 @@ class SyncRun(EventRun):
             verdicts = [v + (float(ends[j]), float(ends[j + 1])) if j <= x else v + (None, None)
                         for j, v in enumerate(verdicts)]
             if ends[-1] > v0:
-                yield env.timeout(float(ends[-1] - v0))
+                yield self.verify(float(ends[-1] - v0), env.now)
             return verdicts
         if nd and self.work.vtime is not None:
-            yield env.timeout(self.work.vtime())  # one verifier call checks all pairs
+            yield self.verify(self.work.vtime(), env.now)  # one verifier call checks all pairs
         return [v + (v0, env.now) for v in verdicts]
 
     def _output(self, drafts: list, jobs: list, verdicts: list, x: int) -> None:
@@ -76,6 +77,10 @@ class SyncRun(EventRun):
         if self.rec is not None:
             self.rec.cycle(len(self.cycle_end), drafts, jobs, verdicts, x)
         self.rem -= tokens
-        if self.rem <= 0:  # the request is done: the next one starts with its own budget
-            self.rem = self.work.next_request()
+        if self.rem <= 0:
+            self.request_done()
         self.end_cycle(base)
+
+    def request_done(self) -> None:
+        """The request's tokens are all out: the next request starts with its own budget."""
+        self.rem = self.work.next_request()
