@@ -76,6 +76,9 @@ class EventRun:
         ev.t = now + seconds
         return ev
 
+    def target_written(self, job: Job) -> None:
+        """The target's own step ``job`` went into the output (after a rejection, or the bonus step)."""
+
     def abandon(self, record: list) -> None:
         """The draft of ``record`` is no longer needed (a private drafter just lets it finish unseen)."""
 

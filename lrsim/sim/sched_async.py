@@ -145,6 +145,7 @@ class AsyncRun(EventRun):
     def _end_stage(self, r: int, now: float) -> None:
         """The stage ends at position ``r``: the target's step there is the last output (rejection, or k1 = 1)."""
         st, srv = self.st, self.srv
+        self.target_written(st.jobs[r])
         if self.drafting:
             st.drafts[-1][1], st.drafts[-1][4] = now, True  # the draft in progress is abandoned
             self.drafting = False

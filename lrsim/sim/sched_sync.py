@@ -70,6 +70,7 @@ class SyncRun(EventRun):
         if x < len(jobs):  # the target's step at x (a rejection, or the bonus step after nd accepted drafts)
             tokens += jobs[x].tokens
             steps += 1
+            self.target_written(jobs[x])
         base = sum(jobs[j].tokens for j in range(min(x + 1, len(jobs))))  # target's own output-position steps
         for job in jobs[x + 1:]:
             self.srv.add_waste(job)  # written from a prefix with a rejected draft
