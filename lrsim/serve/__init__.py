@@ -1,0 +1,1 @@
+"""Serving simulation of Lookahead Reasoning under load (``lrsim serve``)."""
