@@ -98,6 +98,14 @@ def test_rows_beyond_max_num_seqs_wait_first_come_first_served():
     assert finish_times(env, eng, [(0, Row(0, 2, 2, 2)), (0, Row(0, 2, 2, 2)), (0.1, Row(0, 1, 1, 1))]) == [2, 4, 5]
 
 
+def test_a_step_of_no_passes_is_done_where_it_joins():
+    # token SD in one stream: the previous pass may already have written the next step's tokens
+    env, eng = engine()
+    assert finish_times(env, eng, [(0, Row(0, 3, 3, 3)), (1.5, Row(0, 2, 0, 2))]) == [3, 2]
+    env, eng = engine()
+    assert finish_times(env, eng, [(0.5, Row(0, 2, 0, 2))]) == [0.5]
+
+
 def test_the_context_grows_with_the_passes_and_is_repriced():
     seen = []
 

@@ -164,8 +164,7 @@ class BatchEngine:
             return
         if k is not None:
             self._close_segment(k, self.env.now)
-            self._settle(self.env.now)
-            self._plan(self.env.now)
+            self._settle_all(self.env.now)
             return
         if not self._room() and not self.leaving:
             return  # a full engine: pending rows join when a row leaves (an event of its own)
@@ -192,12 +191,18 @@ class BatchEngine:
         now = self.due
         self.due = math.inf
         self._close_segment(self.n, now)
+        self._settle_all(now)
+
+    def _settle_all(self, now: float) -> None:
+        """At a boundary: settle, call back the finished rows (their callbacks may submit or cancel rows, which
+        act at this boundary), until nothing more finishes now; then plan the next segment."""
         self.deferred = True
         done = self._settle(now)
-        for r in done:  # a callback may submit or cancel rows: they act at this boundary
-            r.on_done(r, now)
+        while done:
+            for r in done:
+                r.on_done(r, now)
+            done = self._settle(now)
         self.deferred = False
-        self._settle(now)
         self._plan(now)
 
     def _close_segment(self, k: int, now: float) -> None:
@@ -237,6 +242,13 @@ class BatchEngine:
             self._leave(w, now)
         if self.pending:
             self._join(w, now)
+            now_done = [r for r in self.decode if r.finish <= w and r.state == RUNNING]  # steps of 0 passes
+            if now_done:
+                self.decode = [r for r in self.decode if r.finish > w or r.state != RUNNING]
+                for r in now_done:
+                    self._book(r, w, now)
+                    r.state = DONE
+                done += now_done
         return done
 
     def _book(self, r: Row, w: int, now: float) -> None:

@@ -14,8 +14,10 @@ positions, ``T(L, b_max, q b / b_max)``: the same positions per pass (the
 matmul work), which is what a GPU pays once it is compute-bound; per-row KV
 reads beyond ``b_max`` rows are then under-counted (stated in the README).
 The profile's own extrapolation policy applies to what remains outside its
-grid (default ``'linear'``); a context-free profile (one context point, e.g.
-``h100-ctx0-kernel``) prices every pass at that point.
+grid (default ``'linear'``), except that a context below the measured range is
+priced at the smallest measured context (a pass over fewer cached tokens costs
+a little less: this errs on the dear side); a context-free profile (one
+context point, e.g. ``h100-ctx0-kernel``) prices every pass at that point.
 
 Latency models of :mod:`lrsim.latency` (``T(batch, tokens)``, no context)
 price ``T(rows, positions / rows)``, times the token drafter's share
@@ -80,7 +82,7 @@ class ProfilePricer:
         b, q = rows, positions / rows
         if b > a.batch[-1]:
             q, b = q * b / a.batch[-1], a.batch[-1]  # fold the rows beyond the grid into positions: b q is kept
-        L = a.context[0] if self.context_free else context
+        L = a.context[0] if self.context_free else max(context, a.context[0])  # below the grid: its first context
         try:
             return a.time_ms(L, b, q, self.extrapolate) * self.factor / 1000.0  # ms -> s
         except InputError as e:
