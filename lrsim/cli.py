@@ -260,6 +260,8 @@ def _add_serve_parser(sub) -> None:
     _add_load_args(p, plan=False)
     g = p.add_argument_group("workload sources and output")
     g.add_argument("--modes", default="ar,lr-async", help="comma list of ar, sd, lr-sync, lr-async (default ar,lr-async)")
+    g.add_argument("--concurrency", metavar="GRID", help="closed loop instead of --rate: N clients, each sending its "
+                                                         "next request when the previous ended (N, A,B,C or A:B:NUM)")
     g.add_argument("--arrivals", metavar="FILE", help="arrival,prompt_tokens,output_tokens per request (CSV or JSONL); "
                                                        "with --rate the times are rescaled to that mean rate")
     g.add_argument("--trace", nargs="*", metavar="TRACE", help="calibrate decoding and request lengths from lr-traces "

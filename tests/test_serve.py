@@ -19,6 +19,7 @@ from lrsim.serve.crossover import crossing
 from lrsim.serve.engine import BatchEngine, Row
 from lrsim.serve.grid import serve_grid
 from lrsim.serve.plan import policy_table
+from lrsim.serve.request import make_request
 from lrsim.sim import SimConfig, simulate
 from lrsim.sim.sched_async import AsyncRun
 from lrsim.sim.sched_sync import SyncRun
@@ -126,9 +127,11 @@ def test_the_context_grows_with_the_passes_and_is_repriced():
 
 def serve_one(cfg, mode, output, seed=0, prompt=1):
     world, sim = serve_run.build_world(cfg, mode)
-    world.env.process(serve_run._arrivals(world, [RequestSpec(0.0, prompt, output, seed)], sim))
+    req = make_request(RequestSpec(0.0, prompt, output, seed), world, replace(sim, seed=seed))
+    world.env.process(req.lifecycle())
     serve_run._events(world.env)
-    return world.done[0]
+    assert len(world.done) == 1
+    return req
 
 
 def test_ar_request_is_prefill_then_one_pass_per_token():
@@ -246,6 +249,17 @@ def test_free_batching_gives_the_closed_forms():
         # finite requests (100 steps) and joins at iteration boundaries cost up to ~1% (lrsim simulate finds -0.7%
         # for sync with requests of this length, and <= 0.7% for async joins)
         assert lo * 0.99 <= float(exact[r["mode"]]) <= hi * 1.01, (r["mode"], lo, hi, exact[r["mode"]])
+
+
+def test_closed_loop_keeps_n_requests_in_the_system():
+    # lrref bench --concurrency N: N clients back to back; Little's law is then N = rate x e2e exactly (no queue)
+    cfg = ServeConfig(decode=SimConfig(k1=3, alpha1=0.6), requests=60, output_tokens=Constant(200), replications=2,
+                      warmup=0.2)
+    rows, per_run = serve_grid(cfg, ["ar", "lr-async"], [1, 6], workers=1, key="concurrency")
+    for r in per_run:
+        assert r["requests_in_system"] == pytest.approx(r["concurrency"], rel=1e-9)
+    one = [r for r in rows if r["concurrency"] == 1]
+    assert all(r["queue_mean"] == 0 for r in one)
 
 
 # ----------------------------------------------------------------------------- workload, crossover, policy

@@ -8,6 +8,9 @@ neighbouring rates see the same requests.
 - ``poisson``: exponential gaps, mean ``1 / rate``;
 - ``gamma``: gamma gaps with shape ``k = 1 / CV^2`` and mean ``1 / rate``
   (vLLM's ``--burstiness`` is ``k``; ``k = 1`` is Poisson);
+- closed loop (``concurrency = N``): N clients, each sending its next request
+  when the previous one finished, as a benchmark client with N concurrent
+  requests does; the request rate is then an outcome;
 - a file (:func:`read_arrivals`): CSV with a header ``arrival,prompt_tokens,output_tokens``
   (seconds; extra columns ignored) or JSON Lines with those keys; given a
   rate, the times are rescaled so that the mean gap is ``1 / rate``.
@@ -59,9 +62,10 @@ def make_requests(cfg: ServeConfig, rate: float | None, replication: int) -> lis
     r_gap, r_len, seeds = _streams(cfg, replication)
     if cfg.trace_arrivals is not None:
         return _from_file(cfg, rate, seeds)
-    if rate is None:
-        raise InputError("a request rate is needed (or an arrivals file)")
-    times = np.cumsum(unit_gaps(cfg, r_gap, cfg.requests)) / rate
+    if rate is None and cfg.concurrency is None:
+        raise InputError("a request rate is needed (or an arrivals file, or a concurrency)")
+    gaps = unit_gaps(cfg, r_gap, cfg.requests)
+    times = np.zeros(cfg.requests) if rate is None else np.cumsum(gaps) / rate  # closed loop: set when sent
     prompt, output = _lengths(cfg, r_len, cfg.requests)
     return [RequestSpec(float(t), int(p), int(o), int(s)) for t, p, o, s in zip(times, prompt, output, seeds)]
 

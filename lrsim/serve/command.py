@@ -27,6 +27,21 @@ def parse_rates(text: str | None) -> list[float | None]:
     return [check_rate(r) for r in parse_grid(text, float)]
 
 
+def parse_loads(a: argparse.Namespace) -> tuple[list, str]:
+    """(load levels, key): ``--rate`` values ('rate') or ``--concurrency`` values ('concurrency'), not both."""
+    from ..sweep import parse_grid
+
+    conc = getattr(a, "concurrency", None)
+    if conc is not None and a.rate is not None:
+        raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
+    if conc is None:
+        return parse_rates(a.rate), "rate"
+    levels = parse_grid(conc, int)
+    if any(n < 1 for n in levels):
+        raise InputError(f"--concurrency must be integers >= 1, got {conc!r}")
+    return levels, "concurrency"
+
+
 def parse_modes(text: str) -> list[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     if not modes:
@@ -76,17 +91,17 @@ def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) 
     from .report import figure, format_rows, json_rows
 
     cfg = build_config(a, decode, traces)
-    modes, rates = parse_modes(a.modes), parse_rates(a.rate)
+    modes, (rates, key) = parse_modes(a.modes), parse_loads(a)
     if rates == [None] and cfg.trace_arrivals is None:
-        raise InputError("give --rate (requests/s) or --arrivals FILE")
+        raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
     out = check_output(a.out) if a.out else None
     if a.figure:
         from ..atomic import check_writable
 
         check_writable(a.figure + ".html")
-    rows, per_run = serve_grid(cfg, modes, rates, a.workers, a.scheduler, progress=not a.no_progress)
-    crosses = crossovers(per_run, modes) if "ar" in modes and len(rates) > 1 else []
-    title = _title(cfg, rates)
+    rows, per_run = serve_grid(cfg, modes, rates, a.workers, a.scheduler, progress=not a.no_progress, key=key)
+    crosses = crossovers(per_run, modes, key=key) if "ar" in modes and len(rates) > 1 else []
+    title = _title(cfg, key)
     if out is not None:
         write_rows(rows, out)
     if a.figure:
@@ -94,10 +109,11 @@ def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) 
     return json_rows(rows, crosses) if a.json else format_rows(rows, crosses, title)
 
 
-def _title(cfg: ServeConfig, rates: Sequence[float | None]) -> str:
+def _title(cfg: ServeConfig, key: str) -> str:
     d = cfg.decode
     lat = f"profile {cfg.hardware} ({cfg.target_arch}/{cfg.draft_arch or 'c1'})" if cfg.hardware else "latency model"
     src = f"arrivals file (mean rate {file_rate(cfg) or 0:.3g}/s)" if cfg.trace_arrivals else f"{cfg.arrival} arrivals"
+    src = "closed loop (N concurrent clients)" if key == "concurrency" else src
     out = "traces" if cfg.pairs else (f"{cfg.output_tokens.mean:g}" if isinstance(cfg.output_tokens, Constant)
                                       else f"mean {cfg.output_tokens.mean:g}")
     return (f"LR serving: alpha1={d.alpha1:g}, c1={d.c1:g}, k1={d.k1}, alpha2={d.alpha2:g}, k2={d.k2}, {lat}, {src}, "

@@ -50,6 +50,8 @@ class ServeConfig:
     pairs: tuple | None = option("(prompt, output) pairs to resample jointly (from traces), overriding the two above")
     trace_arrivals: tuple | None = option("(arrival s, prompt, output) per request from a file; a rate rescales the "
                                           "times to that mean rate")
+    concurrency: int | None = option("closed loop: this many clients, each sending its next request as soon as the "
+                                     "previous one finished (lrref bench --concurrency); None: open-loop arrivals")
     max_num_seqs: int = option("most sequences (batch rows) the target runs at once; an LR request holds k1",
                                MAX_NUM_SEQS)
     max_num_batched_tokens: int = option("most tokens (positions) per iteration: decode rows first, prefill chunks "
@@ -89,6 +91,7 @@ def validate(cfg: ServeConfig) -> None:
     for name in ("requests", "max_num_seqs", "max_num_batched_tokens", "reprice", "replications"):
         _positive(name, getattr(cfg, name), integer=True)
     _positive("kv_capacity_tokens", cfg.kv_capacity_tokens, integer=True, allow_none=True)
+    _positive("concurrency", cfg.concurrency, integer=True, allow_none=True)
     for name in ("slo_ttft_s", "slo_tpot_ms", "slo_e2e_s"):
         _positive(name, getattr(cfg, name), allow_none=True)
     _positive("arrival_cv", cfg.arrival_cv)

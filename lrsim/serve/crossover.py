@@ -36,23 +36,25 @@ def crossing(rates: Sequence[float], diff: Sequence[float]) -> float:
     return np.inf
 
 
-def _curve(per_run: list[dict], mode: str, metric: str, rep: int) -> dict[float, float]:
-    return {m["rate"]: m[metric] for m in per_run if m["mode"] == mode and m["replication"] == rep}
+def _curve(per_run: list[dict], mode: str, metric: str, rep: int, key: str) -> dict[float, float]:
+    return {m[key]: m[metric] for m in per_run if m["mode"] == mode and m["replication"] == rep}
 
 
-def crossovers(per_run: list[dict], modes: Sequence[str], metrics: Sequence[str] = METRICS) -> list[dict]:
-    """One entry per speculative mode and metric: the crossover rate, its interval and how many replications cross."""
+def crossovers(per_run: list[dict], modes: Sequence[str], metrics: Sequence[str] = METRICS,
+               key: str = "rate") -> list[dict]:
+    """One entry per speculative mode and metric: the crossover load (``key``: 'rate' or 'concurrency'), its
+    interval and how many replications cross."""
     out = []
     reps = sorted({m["replication"] for m in per_run})
     for mode in [m for m in modes if m != "ar"]:
         for metric in metrics:
             found = []
             for rep in reps:
-                ar, sp = _curve(per_run, "ar", metric, rep), _curve(per_run, mode, metric, rep)
+                ar, sp = _curve(per_run, "ar", metric, rep, key), _curve(per_run, mode, metric, rep, key)
                 rates = sorted(set(ar) & set(sp))
                 if len(rates) >= 1:
                     found.append(crossing(rates, [sp[r] - ar[r] for r in rates]))
-            out.append(_summary(mode, metric, found))
+            out.append(_summary(mode, metric, found) | {"load": key})
     return out
 
 
@@ -69,14 +71,15 @@ def _summary(mode: str, metric: str, found: list[float]) -> dict:
             "replications": len(found), "crossing": len(inside), "below": below, "above": above, "where": where}
 
 
-def describe(c: dict, rates: Sequence[float]) -> str:
+def describe(c: dict, loads: Sequence[float]) -> str:
     """One line: where the mode stops beating ar on the metric."""
-    lo_r, hi_r = min(rates), max(rates)
+    lo_r, hi_r = min(loads), max(loads)
+    unit = " concurrent requests" if c.get("load") == "concurrency" else " req/s"
     if c["crossover_rate"] is None:
-        what = (f"not better than ar even at {lo_r:g} req/s" if c["where"] == "below"
-                else f"still better than ar at {hi_r:g} req/s (no crossover in the swept range)")
+        what = (f"not better than ar even at {lo_r:g}{unit}" if c["where"] == "below"
+                else f"still better than ar at {hi_r:g}{unit} (no crossover in the swept range)")
         return f"{c['mode']:>8s} {c['metric']:>9s}: {what}"
     ci = (f" (95% CI {c['crossover_lo']:.3g}-{c['crossover_hi']:.3g})" if c["crossover_lo"] is not None else "")
     note = f"; {c['crossing']} of {c['replications']} replications cross in range" if c["crossing"] < c[
         "replications"] else ""
-    return f"{c['mode']:>8s} {c['metric']:>9s}: no longer beats ar above {c['crossover_rate']:.3g} req/s{ci}{note}"
+    return f"{c['mode']:>8s} {c['metric']:>9s}: no longer beats ar above {c['crossover_rate']:.3g}{unit}{ci}{note}"

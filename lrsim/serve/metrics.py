@@ -9,8 +9,10 @@ and its Prometheus metrics (``time_to_first_token``, ``time_per_output_token``,
 - ``e2e``: arrival to last token;
 - ``throughput``: output tokens per second written during the measured window
   (each request's tokens spread evenly over its first token to its end);
-- ``goodput``: requests per second meeting every SLO given (vLLM's request
-  goodput): measured requests that meet them, over the window's length.
+- ``goodput``: requests per second meeting every SLO given: the offered rate
+  times the share of measured requests that meet them (``slo_attainment``).
+  vLLM's benchmark divides good completions by the run's duration, which in a
+  finite run also counts the drain; at a steady load the two agree.
 
 **Warm-up and window.** The first and last ``warmup`` share of requests (in
 arrival order) are dropped: the first see an empty system, the last a
@@ -95,13 +97,14 @@ def run_metrics(out: RunOutcome, cfg: ServeConfig) -> dict:
         m |= {f"{k}_p{p}": float(np.percentile(v, p)) for p in PERCENTILES}
     m["throughput"] = written(r, t0, t1) / span if span > 0 else float("nan")
     ok = slo_met(lat, cfg)
+    rate = out.rate if out.rate is not None else _observed_rate(arr)
     m["slo_attainment"] = float(ok.mean()) if ok is not None else None
-    m["goodput"] = float(ok.sum() / span) if ok is not None and span > 0 else None
+    m["goodput"] = float(ok.mean()) * rate if ok is not None else None
     m["queue_mean"] = float((r["admitted"] - r["arrival"])[keep].mean())
     m["requests_in_system"] = in_system(r["arrival"], r["end"], t0, t1)
     m["running_mean"] = in_system(r["admitted"], r["end"], t0, t1)  # the batch, in requests
-    rate = out.rate if out.rate is not None else _observed_rate(arr)
     m["little_rate_x_e2e"] = rate * m["e2e_mean"]
+    m["request_rate"] = _observed_rate(arr)  # arrivals per second in the window (closed loop: an outcome)
     m["warmup_covers_sojourn"] = float(t0 - float(r["arrival"].min()) >= m["e2e_mean"])  # steady by the window?
     return m | _engine_metrics(out, r, span)
 

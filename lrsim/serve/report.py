@@ -24,23 +24,34 @@ def _ci(row: dict, key: str, scale: float = 1.0, fmt: str = ".3g") -> str:
     return s + (f" [{lo * scale:{fmt}}, {hi * scale:{fmt}}]" if lo is not None and hi is not None else "")
 
 
+def load(row: dict) -> float | None:
+    """The row's load level: its concurrency in a closed loop, else its request rate (None: a file's own times)."""
+    return row["concurrency"] if row.get("concurrency") is not None else row["rate"]
+
+
+def _load_text(row: dict) -> str:
+    if row.get("concurrency") is not None:
+        return f"N={row['concurrency']}"
+    return f"{row['rate']:.3g}" if row["rate"] is not None else "file"
+
+
 def format_rows(rows: Sequence[dict], crosses: Sequence[dict], title: str) -> str:
     """A table (one line per mode and rate, 95% intervals over replications) and the crossover lines."""
-    lines = [title, f"{'mode':>8s} {'k1':>3s} {'k2':>3s} {'rate':>7s}  {'TPOT ms':>22s}  {'TTFT s':>20s}  "
+    lines = [title, f"{'mode':>8s} {'k1':>3s} {'k2':>3s} {'load':>7s}  {'TPOT ms':>22s}  {'TTFT s':>20s}  "
                     f"{'e2e p50 s':>20s}  {'e2e p99 s':>9s}  {'tok/s':>8s}  {'goodput':>8s}  {'batch':>6s}  {'waste':>5s}"]
     for r in rows:
-        rate = f"{r['rate']:.3g}" if r["rate"] is not None else "file"
+        rate = _load_text(r)
         good = f"{r['goodput']:.3g}" if r.get("goodput") is not None else "-"
         lines.append(f"{r['mode']:>8s} {r['k1']:>3d} {r['k2']:>3d} {rate:>7s}  {_ci(r, 'tpot_mean', 1000.0):>22s}  "
                      f"{_ci(r, 'ttft_mean'):>20s}  {_ci(r, 'e2e_p50'):>20s}  {r['e2e_p99']:>9.3g}  "
                      f"{r['throughput']:>8.4g}  {good:>8s}  {r['running_mean']:>6.1f}  "
                      f"{r['wasted_target_tokens']:>5.2f}")
-    short = sorted({f"{r['mode']}@{r['rate']:g}" for r in rows
-                    if r["rate"] is not None and r.get("warmup_covers_sojourn", 1) < 1})
+    short = sorted({f"{r['mode']}@{_load_text(r)}" for r in rows
+                    if load(r) is not None and (r.get("warmup_covers_sojourn") or 0) < 1})
     if short:
         lines.append(f"note: the warm-up is shorter than one mean sojourn in {', '.join(short)}: "
                      "raise --requests or --warmup for steady-state numbers")
-    rates = sorted({r["rate"] for r in rows if r["rate"] is not None})
+    rates = sorted({load(r) for r in rows if load(r) is not None})
     if crosses and len(rates) > 1:
         lines += ["", "Crossover (the speculative mode's metric is no longer below ar's; per-replication, paired):"]
         lines += ["  " + describe(c, rates) for c in crosses]
@@ -67,15 +78,16 @@ def figure(rows: Sequence[dict], crosses: Sequence[dict], title: str) -> go.Figu
     fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels])
     for col, (key, _, scale) in enumerate(panels, 1):
         for mode in dict.fromkeys(r["mode"] for r in rows):
-            pts = sorted((r for r in rows if r["mode"] == mode and r["rate"] is not None), key=lambda r: r["rate"])
+            pts = sorted((r for r in rows if r["mode"] == mode and load(r) is not None), key=load)
             y = [r[key] * scale for r in pts]
             err = _error(pts, key, scale)
-            fig.add_scatter(x=[r["rate"] for r in pts], y=y, error_y=err, mode="lines+markers", name=mode,
+            fig.add_scatter(x=[load(r) for r in pts], y=y, error_y=err, mode="lines+markers", name=mode,
                             legendgroup=mode, showlegend=col == 1, line={"color": COLORS.get(mode)}, row=1, col=col)
     for c in crosses:
         if c["crossover_rate"] is not None and c["metric"] == "tpot_mean":
             fig.add_vline(x=c["crossover_rate"], line={"dash": "dot", "color": COLORS.get(c["mode"])}, row=1, col=1)
-    fig.update_xaxes(title_text="request rate (requests/s)")
+    closed = any(r.get("concurrency") is not None for r in rows)
+    fig.update_xaxes(title_text="concurrent requests (closed loop)" if closed else "request rate (requests/s)")
     fig.update_layout(title=title, template="plotly_white", legend={"orientation": "h", "y": -0.2})
     return fig
 

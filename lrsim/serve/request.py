@@ -46,7 +46,10 @@ class World:
     drafter: BatchEngine | None
     verifier: Verifier
     admission: Admission
-    done: list  #: finished requests, in order of finishing
+    done: list  #: a record (:data:`RECORD`) per finished request, in order of finishing
+
+
+RECORD = ("arrival", "admitted", "first_token", "end", "prompt", "output", "accepted", "decisive", "steps", "seed")
 
 
 class Served:
@@ -133,7 +136,13 @@ class Served:
             yield from self.main()
         self.t_end = env.now
         world.admission.leave(self.need)
-        world.done.append(self)
+        world.done.append(self.record())
+
+    def record(self) -> tuple:
+        """What the run keeps of a finished request (the request itself, with its streams, is let go)."""
+        s = self.spec
+        return (s.arrival, self.t_admit, self.t_first, self.t_end, s.prompt, s.output, self.accepted,
+                self.decisive, self.out, s.seed)
 
 
 class ServedAr(Served, ArRun):

@@ -15,10 +15,9 @@ from .arrivals import make_requests
 from .config import RequestSpec, ServeConfig, kv_footprint, mode_config, target_rows
 from .engine import BatchEngine
 from .pricing import check_pricer, pricers
-from .request import World, make_request
+from .request import RECORD, World, make_request
 from .verifier import Verifier
 
-REQUEST_FIELDS = ("arrival", "admitted", "first_token", "end", "prompt", "output", "accepted", "decisive", "steps")
 
 
 @dataclass
@@ -28,7 +27,7 @@ class RunOutcome:
     mode: str
     rate: float | None
     replication: int
-    requests: dict  #: REQUEST_FIELDS -> numpy array, one entry per request in arrival order
+    requests: dict  #: :data:`lrsim.serve.request.RECORD` field -> numpy array, one per request in arrival order
     target: dict  #: target engine statistics (:class:`lrsim.serve.engine.EngineStats`)
     drafter: dict | None
     verifier: dict
@@ -91,6 +90,19 @@ def _arrivals(world: World, specs: list[RequestSpec], sim):
         env.process(req.lifecycle())
 
 
+def _clients(world: World, specs: list[RequestSpec], sim, n: int) -> None:
+    """Closed loop: ``n`` SimPy processes, each sending the next request (in order) when its previous one ended."""
+    env, todo = world.env, iter(specs)
+
+    def client():
+        for spec in todo:  # shared: the next request goes to whichever client is free first
+            req = make_request(replace(spec, arrival=env.now), world, replace(sim, seed=spec.seed))
+            yield env.process(req.lifecycle())
+
+    for _ in range(n):
+        env.process(client())
+
+
 def _events(env: simpy.Environment) -> int:
     """Run to the end (SimPy's public ``step``); events processed."""
     step, n = env.step, 0
@@ -108,7 +120,10 @@ def run_once(cfg: ServeConfig, mode: str, rate: float | None, replication: int) 
     check_fits(cfg, mode, specs)
     world, sim = build_world(cfg, mode)
     wall = time.perf_counter()
-    world.env.process(_arrivals(world, specs, sim))
+    if cfg.concurrency is not None and rate is None and cfg.trace_arrivals is None:
+        _clients(world, specs, sim, cfg.concurrency)
+    else:
+        world.env.process(_arrivals(world, specs, sim))
     events = _events(world.env)
     wall = time.perf_counter() - wall
     if len(world.done) != len(specs):
@@ -117,14 +132,10 @@ def run_once(cfg: ServeConfig, mode: str, rate: float | None, replication: int) 
 
 
 def _outcome(world: World, mode: str, rate, replication: int, sim, events: int, wall: float) -> RunOutcome:
-    reqs = sorted(world.done, key=lambda r: (r.spec.arrival, r.spec.seed))
-    cols = {"arrival": [r.spec.arrival for r in reqs], "admitted": [r.t_admit for r in reqs],
-            "first_token": [r.t_first for r in reqs], "end": [r.t_end for r in reqs],
-            "prompt": [r.spec.prompt for r in reqs], "output": [r.spec.output for r in reqs],
-            "accepted": [r.accepted for r in reqs], "decisive": [r.decisive for r in reqs],
-            "steps": [r.out for r in reqs]}
+    recs = np.asarray(sorted(world.done), dtype=float)  # by arrival (then the rest of the record)
+    cols = {name: recs[:, i] for i, name in enumerate(RECORD)}
     v, a = world.verifier, world.admission
-    return RunOutcome(mode, rate, replication, {k: np.asarray(c, dtype=float) for k, c in cols.items()},
+    return RunOutcome(mode, rate, replication, cols,
                       world.target.stats.as_dict(), world.drafter.stats.as_dict() if world.drafter else None,
                       {"calls": v.calls, "busy": v.busy_time, "wait": v.wait_time},
                       {"peak_running": a.peak_running, "peak_queue": a.peak_queue}, events, wall, sim.k1, sim.k2)
