@@ -12,7 +12,7 @@ blocks, ``num_gpu_blocks x block_size``).  Per-request decoding is
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..errors import InputError
 from ..fields import option
@@ -72,7 +72,6 @@ class ServeConfig:
     slo_ttft_s: float | None = option("SLO on time to first token (s)")
     slo_tpot_ms: float | None = option("SLO on time per output token (ms)")
     slo_e2e_s: float | None = option("SLO on end-to-end latency (s)")
-    extra: dict = field(default_factory=dict, metadata={"help": "free-form notes carried into the output"})
 
     def __post_init__(self) -> None:
         validate(self)

@@ -34,7 +34,7 @@ import math
 import simpy
 from simpy import Timeout
 
-from ..sim.servers import CANCELLED, DONE, PENDING, RUNNING, Job
+from ..sim.servers import CANCELLED, DONE, PENDING, RUNNING, Job, TargetServer
 from .pricing import Pricer
 
 TOL = 1e-9
@@ -100,20 +100,7 @@ class BatchEngine:
         self.pending.extend(rows)
         self._changed()
 
-    def run(self, rows: list[Row]) -> simpy.Event:
-        """Submit ``rows``; the event fires with the time of the last finish when all are done."""
-        ev = self.env.event()
-        left = [len(rows)]
-
-        def one_done(_row: Row, now: float) -> None:
-            left[0] -= 1
-            if left[0] == 0:
-                ev.succeed(now)
-
-        for r in rows:
-            r.on_done = one_done
-        self.submit(rows)
-        return ev
+    run = TargetServer.run  #: submit rows; an event that fires with the last finish's time when all are done
 
     def cancel(self, rows: list[Row]) -> None:
         """Drop rows: pending ones at once, running ones after the current iteration (their work is waste)."""
