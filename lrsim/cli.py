@@ -203,8 +203,8 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-SERVE_SKIP = ("mode", "steps", "engine", "seed", "batches", "token_model", "join", "width", "correlation", "tree",
-              "request_tokens")  # simulate flags that serve sets itself or refuses
+SERVE_SKIP = ("mode", "steps", "engine", "seed", "batches", "token_model", "join", "tree",
+              "request_tokens")  # simulate flags that serve sets itself or refuses (width > 1 is refused later)
 
 
 def _add_load_args(p: argparse.ArgumentParser, plan: bool) -> None:
@@ -214,7 +214,8 @@ def _add_load_args(p: argparse.ArgumentParser, plan: bool) -> None:
     g = p.add_argument_group("load (lrsim serve; plan --rate: the best configuration at each load)")
     g.add_argument("--rate", metavar="GRID", help="requests per second (> 0): R, A,B,C or START:STOP:NUM")
     g.add_argument("--requests", type=positive_int, help="requests per replication (serve 200, plan 60)")
-    g.add_argument("--arrival", type=_choice(("poisson", "gamma")), help="arrival process (default poisson)")
+    g.add_argument("--arrival", type=_choice(("poisson", "gamma", "closed")),
+                   help="arrival process (default poisson; closed: a closed loop, with --concurrency)")
     g.add_argument("--arrival-cv", type=cost, help="gamma: CV of the inter-arrival times (vLLM burstiness = 1/CV^2)")
     g.add_argument("--prompt-tokens", type=_model(parse_dist), metavar="SPEC", help=f"prompt tokens: {DIST_SYNTAX}")
     g.add_argument("--output-tokens", type=_model(parse_dist), metavar="SPEC", help=f"output tokens: {DIST_SYNTAX}")
@@ -259,7 +260,10 @@ def _add_serve_parser(sub) -> None:
     _add_sim_args(p.add_argument_group("per-request decoding (as lrsim simulate)"), grid=False, skip=SERVE_SKIP)
     _add_load_args(p, plan=False)
     g = p.add_argument_group("workload sources and output")
-    g.add_argument("--modes", default="ar,lr-async", help="comma list of ar, sd, lr-sync, lr-async (default ar,lr-async)")
+    g.add_argument("--modes", help="comma list of ar, sd, lr-sync, lr-async (default ar,lr-async)")
+    g.add_argument("--mode", dest="sim_mode", type=_choice(SIM_MODES),
+                   help="one mode in lrsim simulate's and the trace header's terms instead of --modes: ar (sd when "
+                        "k2 > 1), sync, async")
     g.add_argument("--concurrency", metavar="GRID", help="closed loop instead of --rate: N clients, each sending its "
                                                          "next request when the previous ended (N, A,B,C or A:B:NUM)")
     g.add_argument("--arrivals", metavar="FILE", help="arrival,prompt_tokens,output_tokens per request (CSV or JSONL); "

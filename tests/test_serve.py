@@ -340,6 +340,16 @@ def test_serve_from_the_embedded_traces(capsys):
     assert code == 0 and rows[0]["tpot_mean"] > 0.05  # a CPU pass takes a tenth of a second or so
 
 
+def test_serve_takes_a_trace_headers_setting_in_a_closed_loop(capsys):
+    # what studies/concurrency_check.py (lrref bench --concurrency N) asks: the simulator's mode name and k1, k2,
+    # width of a recorded run, a closed loop of N requests, vLLM's output_throughput beside the steady one
+    code, out, _ = cli(capsys, "serve", "--trace", "--mode", "sync", "--k1", "3", "--k2", "1", "--width", "1",
+                       "--arrival", "closed", "--concurrency", "2", "--json", *FAST)
+    (row,) = json.loads(out)
+    assert code == 0 and (row["mode"], row["concurrency"]) == ("lr-sync", 2)
+    assert row["output_throughput"] > 0 and row["e2e_mean"] > 0 and row["request_rate"] > 0
+
+
 def test_plan_rate_prints_a_policy_table(capsys):
     code, out, _ = cli(capsys, "plan", "--rate", "0.5,8", "--modes", "ar,sd,lr-async", "--k1-max", "3",
                        "--k2-max", "2", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b",
@@ -358,6 +368,10 @@ BAD = [
     (["--rate", "1", "--kv-capacity-tokens", "100", "--prompt-tokens", "500"], "KV capacity"),
     (["--rate", "1", "--modes", "sd"], "k2 >= 2"),
     (["--rate", "1", "--hardware", "nope", "--target-arch", "x"], "nope"),
+    (["--concurrency", "0"], "concurrency"),
+    (["--rate", "1", "--concurrency", "2"], "not both"),
+    (["--arrival", "closed"], "--concurrency"),
+    (["--rate", "1", "--width", "2"], "width"),
 ]
 
 

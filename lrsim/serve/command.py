@@ -34,12 +34,24 @@ def parse_loads(a: argparse.Namespace) -> tuple[list, str]:
     conc = getattr(a, "concurrency", None)
     if conc is not None and a.rate is not None:
         raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
+    if getattr(a, "arrival", None) == "closed" and conc is None:
+        raise InputError("--arrival closed needs --concurrency N")
     if conc is None:
         return parse_rates(a.rate), "rate"
     levels = parse_grid(conc, int)
     if any(n < 1 for n in levels):
         raise InputError(f"--concurrency must be integers >= 1, got {conc!r}")
     return levels, "concurrency"
+
+
+def serve_modes(a: argparse.Namespace, k2: int) -> list[str]:
+    """``--modes`` (serve's names), or ``--mode`` in the simulator's names (a trace header's setting)."""
+    one = getattr(a, "sim_mode", None)
+    if one is not None and a.modes is not None:
+        raise InputError("give --modes or --mode, not both")
+    if one is not None:
+        return [{"ar": "sd" if k2 > 1 else "ar", "sync": "lr-sync", "async": "lr-async"}[one]]
+    return parse_modes(a.modes or "ar,lr-async")
 
 
 def parse_modes(text: str) -> list[str]:
@@ -56,6 +68,8 @@ def _given(a: argparse.Namespace, names: Sequence[str]) -> dict:
 def build_config(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) -> ServeConfig:
     """A :class:`ServeConfig` from the arguments the user gave (defaults for the rest)."""
     kw = _given(a, WORKLOAD + ENGINE + HARDWARE + MEASURE) | {"decode": decode}
+    if kw.get("arrival") == "closed":
+        del kw["arrival"]  # the closed loop is --concurrency's
     if getattr(a, "serve_seed", None) is not None:
         kw["seed"] = a.serve_seed
     if getattr(a, "no_prefill_drafts", False):
@@ -91,7 +105,7 @@ def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) 
     from .report import figure, format_rows, json_rows
 
     cfg = build_config(a, decode, traces)
-    modes, (rates, key) = parse_modes(a.modes), parse_loads(a)
+    modes, (rates, key) = serve_modes(a, decode.k2), parse_loads(a)
     if rates == [None] and cfg.trace_arrivals is None:
         raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
     out = check_output(a.out) if a.out else None

@@ -9,6 +9,9 @@ and its Prometheus metrics (``time_to_first_token``, ``time_per_output_token``,
 - ``e2e``: arrival to last token;
 - ``throughput``: output tokens per second written during the measured window
   (each request's tokens spread evenly over its first token to its end);
+  ``output_throughput`` and ``request_throughput`` are vLLM's benchmark
+  definitions instead: every request's tokens (or the requests) over the run's
+  duration, first send to last end (what ``lrref bench`` reports too);
 - ``goodput``: requests per second meeting every SLO given: the offered rate
   times the share of measured requests that meet them (``slo_attainment``).
   vLLM's benchmark divides good completions by the run's duration, which in a
@@ -96,6 +99,9 @@ def run_metrics(out: RunOutcome, cfg: ServeConfig) -> dict:
     for k, v in lat.items():
         m |= {f"{k}_p{p}": float(np.percentile(v, p)) for p in PERCENTILES}
     m["throughput"] = written(r, t0, t1) / span if span > 0 else float("nan")
+    duration = float(r["end"].max() - r["arrival"].min())  # vLLM's benchmark: all requests, first send to last end
+    m["output_throughput"] = float(r["output"].sum()) / duration if duration > 0 else float("nan")
+    m["request_throughput"] = len(r["end"]) / duration if duration > 0 else float("nan")
     ok = slo_met(lat, cfg)
     rate = out.rate if out.rate is not None else _observed_rate(arr)
     m["slo_attainment"] = float(ok.mean()) if ok is not None else None
