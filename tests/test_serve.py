@@ -377,10 +377,10 @@ BAD = [
 
 @pytest.mark.parametrize("argv,word", BAD)
 def test_serve_bad_input_is_one_line_exit_2_nothing_written(capsys, tmp_path, argv, word):
-    out = tmp_path / "o.csv"
-    code, text, err = cli(capsys, "serve", *argv, "--out", str(out), "--figure", str(tmp_path / "f"), *FAST)
+    out = tmp_path / "new" / "o.csv"
+    code, text, err = cli(capsys, "serve", *argv, "--out", str(out), "--figure", str(tmp_path / "fig" / "f"), *FAST)
     assert code == 2 and text == "" and len(err.strip().splitlines()) == 1 and word in err
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # not even the output folders
 
 
 @pytest.mark.parametrize("content", ["arrival,prompt_tokens\n0,5\n", "arrival,prompt_tokens,output_tokens\n0,x,3\n",

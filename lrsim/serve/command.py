@@ -101,13 +101,14 @@ def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) 
     from ..plots import save_figure
     from ..sweep import check_output, write_rows
     from .crossover import crossovers
-    from .grid import serve_grid
+    from .grid import check_grid, serve_grid
     from .report import figure, format_rows, json_rows
 
     cfg = build_config(a, decode, traces)
     modes, (rates, key) = serve_modes(a, decode.k2), parse_loads(a)
     if rates == [None] and cfg.trace_arrivals is None:
         raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
+    check_grid(cfg, modes, rates, key)  # bad input stops here, before any file or folder is made
     out = check_output(a.out) if a.out else None
     if a.figure:
         from ..atomic import check_writable

@@ -42,6 +42,13 @@ def _point(cfg: ServeConfig, load: float | int | None, key: str) -> tuple[ServeC
     return (replace(cfg, concurrency=int(load)), None) if key == "concurrency" else (cfg, load)
 
 
+def check_grid(cfg: ServeConfig, modes: Sequence[str], loads: Sequence[float | None], key: str = "rate") -> None:
+    """:func:`preflight` at every load level."""
+    for load in loads:
+        c, rate = _point(cfg, load, key)
+        preflight(c, modes, [rate])
+
+
 def serve_grid(cfg: ServeConfig, modes: Sequence[str], loads: Sequence[float | None], workers: int | None = None,
                scheduler: Any = None, progress: bool = False, key: str = "rate") -> tuple[list[dict], list[dict]]:
     """(one row per mode and load with intervals over replications, the per-run metrics).
@@ -51,8 +58,7 @@ def serve_grid(cfg: ServeConfig, modes: Sequence[str], loads: Sequence[float | N
     """
     from ..sweep import map_tasks
 
-    for load in loads:
-        preflight(_point(cfg, load, key)[0], modes, [_point(cfg, load, key)[1]])
+    check_grid(cfg, modes, loads, key)
     tasks = [(*_point(cfg, x, key), m, x, k) for m in modes for x in loads for k in range(cfg.replications)]
     runs = map_tasks(run_task, [(c, m, r, k) for c, r, m, _x, k in tasks], workers, scheduler, progress,
                      desc="lrsim serve", unit="run", per_worker=1)

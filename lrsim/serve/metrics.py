@@ -45,7 +45,7 @@ LATENCIES = ("ttft", "tpot", "e2e")
 
 def measured(n: int, warmup: float) -> slice:
     """The requests kept: drop ``floor(warmup n)`` at each end (all of them if that would leave none)."""
-    k = int(math.floor(warmup * n))
+    k = math.floor(warmup * n)
     return slice(k, n - k) if n - 2 * k > 0 else slice(0, n)
 
 

@@ -19,7 +19,6 @@ from .request import RECORD, World, make_request
 from .verifier import Verifier
 
 
-
 @dataclass
 class RunOutcome:
     """What one run measured: per-request times and counts (arrays in arrival order) and the engines' books."""
