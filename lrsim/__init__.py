@@ -10,6 +10,7 @@ Never imports torch.  Modules:
 - :mod:`lrsim.sim`        simulator of the LR pipeline (SimPy events; sync and ar also vectorised over cycles):
                           sync/async, token SD, W, M, latencies
 - :mod:`lrsim.latency`    latency models T(batch, tokens) and distributions (step lengths, verifier)
+- :mod:`lrsim.serve`      serving under load: batched engines, requests, TTFT/TPOT/goodput, crossover rates
 - :mod:`lrsim.sweep`      grid sweeps of the simulator (process pool or Dask), CSV/Parquet
 - :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder, and the run's ``setting``
 - :mod:`lrsim.calibrate`  fit the simulator's parameters from traces

@@ -12,7 +12,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from . import __version__
 from .errors import InputError, OneLineParser, UsageError, run_command
@@ -89,7 +89,7 @@ def _sim_flags() -> tuple[list, list]:
     return scalars, models
 
 
-def _add_sim_args(p: argparse.ArgumentParser, grid: bool) -> None:
+def _add_sim_args(p: Any, grid: bool, skip: Sequence[str] = ()) -> None:
     from .fields import help_texts
     from .latency import DIST_SYNTAX
     from .sim import SimConfig
@@ -97,6 +97,7 @@ def _add_sim_args(p: argparse.ArgumentParser, grid: bool) -> None:
 
     helps, defaults = help_texts(SimConfig), SimConfig()
     scalars, models = _sim_flags()
+    scalars, models = [x for x in scalars if x[1] not in skip], [x for x in models if x[1] not in skip]
     for flag, name, parse in scalars:
         default = getattr(defaults, name)
         h = f"{helps[name]} (default {default})"
@@ -107,7 +108,8 @@ def _add_sim_args(p: argparse.ArgumentParser, grid: bool) -> None:
     for flag, name, parse in models:
         syntax = DIST_SYNTAX if "latency" not in flag or "verifier" in flag else "SECONDS | JSON | FILE.json"
         p.add_argument(flag, dest=name, type=parse, metavar="SPEC", help=f"{helps[name]}: {syntax}")
-    p.add_argument("--tree", action="store_true", default=None, help=helps["tree"])
+    if "tree" not in skip:
+        p.add_argument("--tree", action="store_true", default=None, help=helps["tree"])
     p.add_argument("--draft-sd", action=argparse.BooleanOptionalAction, default=None, help=helps["draft_sd"])
 
 
@@ -180,6 +182,7 @@ def build_parser() -> OneLineParser:
     p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="with --trace: bootstrap replicates for the CI")
     p.add_argument("--json", action="store_true", help="print JSON")
     _add_hardware_args(p, alphas=False)
+    _add_load_args(p, plan=True)
 
     p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
     p.add_argument("traces", nargs="*", metavar="TRACE",
@@ -229,6 +232,8 @@ def build_parser() -> OneLineParser:
                    help="point i gets seed + i (independent points), not one seed for all (common random numbers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
+    _add_serve_parser(sub)
+
     p = sub.add_parser("profiles", help="list the embedded latency profiles, or check and price given ones")
     p.add_argument("profiles", nargs="*", metavar="PROFILE", help="profile names or files (default: the embedded ones)")
     p.add_argument("--arch", help="price one forward pass of this architecture in each profile (ms)")
@@ -240,6 +245,78 @@ def build_parser() -> OneLineParser:
                    help="outside the measured range: refuse (default), clamp to it, or continue linearly")
     p.add_argument("--json", action="store_true", help="print JSON")
     return parser
+
+
+SERVE_SKIP = ("mode", "steps", "engine", "seed", "batches", "token_model", "join", "tree",
+              "request_tokens")  # simulate flags that serve sets itself or refuses (width > 1 is refused later)
+
+
+def _add_load_args(p: argparse.ArgumentParser, plan: bool) -> None:
+    """Serving under load: the load, the target engine's limits, the hardware, SLOs and measurement (serve, plan)."""
+    from .latency import DIST_SYNTAX, parse_dist
+
+    g = p.add_argument_group("load (lrsim serve; plan --rate: the best configuration at each load)")
+    g.add_argument("--rate", metavar="GRID", help="requests per second (> 0): R, A,B,C or START:STOP:NUM")
+    g.add_argument("--requests", type=positive_int, help="requests per replication (serve 200, plan 60)")
+    g.add_argument("--arrival", type=_choice(("poisson", "gamma", "closed")),
+                   help="arrival process (default poisson; closed: a closed loop, with --concurrency)")
+    g.add_argument("--arrival-cv", type=cost, help="gamma: CV of the inter-arrival times (vLLM burstiness = 1/CV^2)")
+    g.add_argument("--output-tokens", type=_model(parse_dist), metavar="SPEC", help=f"output tokens: {DIST_SYNTAX}")
+    if plan:  # --prompt-tokens, --step-tokens, --verifier-latency, --k1-max and the profile: plan's --hardware group
+        g.add_argument("--modes", default="ar,sd,lr-async", help="with --rate: modes to search (ar always)")
+    else:
+        g.add_argument("--prompt-tokens", type=_model(parse_dist), metavar="SPEC", help=f"prompt tokens: {DIST_SYNTAX}")
+    g = p.add_argument_group("target engine (vLLM's scheduler limits)")
+    g.add_argument("--max-num-seqs", type=positive_int, help="sequences (rows) per iteration; an LR request holds k1 "
+                                                               "(default 128, vLLM's)")
+    g.add_argument("--max-num-batched-tokens", type=positive_int,
+                   help="tokens per iteration: decode rows first, prefill chunks in the rest (default 2048, vLLM's)")
+    g.add_argument("--kv-capacity-tokens", type=positive_int, help="KV cache in tokens (default: unlimited)")
+    g.add_argument("--verifier-slots", type=nonnegative_int, help="verifier calls at once (default 0: unlimited)")
+    g.add_argument("--no-prefill-drafts", action="store_true",
+                   help="LR target rows do not prefill the draft step they are conditioned on")
+    g.add_argument("--reprice", type=positive_int, help="refresh a context-aware price every N iterations (16)")
+    if not plan:
+        g = p.add_argument_group("hardware (a latency profile prices every iteration: lrsim profiles)")
+        g.add_argument("--hardware", metavar="PROFILE", help="embedded profile name or file")
+        g.add_argument("--target-arch", help="target architecture in the profile, e.g. qwen2.5-32b")
+        g.add_argument("--draft-arch", help="draft architecture in the profile (default: c1 x the target's step)")
+        g.add_argument("--extrapolate", type=_choice(("linear", "clamp", "error")),
+                       help="profile outside its grid (default linear; rows beyond its batch fold into positions)")
+    g = p.add_argument_group("SLO and measurement")
+    g.add_argument("--slo-ttft-s", type=cost, help="SLO: time to first token (s)")
+    g.add_argument("--slo-tpot-ms", type=cost, help="SLO: time per output token (ms)")
+    g.add_argument("--slo-e2e-s", type=cost, help="SLO: end-to-end latency (s)")
+    g.add_argument("--replications", type=positive_int, help="independent replications (serve 4, plan 2)")
+    g.add_argument("--warmup", type=_number(float, lambda v: 0 <= v < 0.5, "a number in [0, 0.5)"),
+                   help="share of requests dropped at each end (default 0.1)")
+    g.add_argument("--trace-setup", metavar="LABEL", help="with --trace: the hardware setup whose latencies to use "
+                                                           "(default: the lr-async one)")
+    g.add_argument("--workers", type=positive_int, help="local processes (default: all cores)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="a dask.distributed scheduler instead")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _add_serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="event simulation of an LR serving deployment under load: TTFT, TPOT, e2e, "
+                                     "goodput, and the rate above which speculation stops paying")
+    _add_sim_args(p.add_argument_group("per-request decoding (as lrsim simulate)"), grid=False, skip=SERVE_SKIP)
+    _add_load_args(p, plan=False)
+    g = p.add_argument_group("workload sources and output")
+    g.add_argument("--modes", help="comma list of ar, sd, lr-sync, lr-async (default ar,lr-async)")
+    g.add_argument("--mode", dest="sim_mode", type=_choice(SIM_MODES),
+                   help="one mode in lrsim simulate's and the trace header's terms instead of --modes: ar (sd when "
+                        "k2 > 1), sync, async")
+    g.add_argument("--concurrency", metavar="GRID", help="closed loop instead of --rate: N clients, each sending its "
+                                                         "next request when the previous ended (N, A,B,C or A:B:NUM)")
+    g.add_argument("--arrivals", metavar="FILE", help="arrival,prompt_tokens,output_tokens per request (CSV or JSONL); "
+                                                       "with --rate the times are rescaled to that mean rate")
+    g.add_argument("--trace", nargs="*", metavar="TRACE", help="calibrate decoding and request lengths from lr-traces "
+                                                              "(no file: the embedded default)")
+    g.add_argument("--seed", dest="serve_seed", type=nonnegative_int, help="random seed (default 0)")
+    g.add_argument("--out", "-o", metavar="FILE.csv|FILE.parquet", help="one row per mode and rate (atomically)")
+    g.add_argument("--figure", metavar="STEM", help="write STEM.html (and STEM.png): latency and goodput vs rate")
+    g.add_argument("--json", action="store_true", help="print JSON: a list of rows, one per mode and rate")
 
 
 def format_plan(plan) -> str:
@@ -330,6 +407,8 @@ def _plan_hardware(a: argparse.Namespace, hw) -> str:
 
 
 def cmd_plan(a: argparse.Namespace) -> str:
+    if a.rate is not None:
+        return cmd_plan_rate(a)
     hw = _hardware(a)
     if hw is not None:
         return _plan_hardware(a, hw)
@@ -368,6 +447,39 @@ def _replay_hardware(a: argparse.Namespace, hw) -> str:
     p = composed_predict(source, hw, setting, steps=a.steps, seed=a.seed, bootstrap=a.bootstrap,
                          correlation=a.correlation, progress=sys.stderr.isatty())
     return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
+
+
+def cmd_plan_rate(a: argparse.Namespace) -> str:
+    """``plan --rate``: the best (mode, k1, k2) at each load by serving simulation, and a policy table."""
+    from .serve.command import build_config, decode_config, parse_modes, parse_rates
+    from .serve.plan import format_plan as format_load_plan
+    from .serve.plan import load_plan
+
+    traces = _read_traces(a.trace) if a.trace is not None else None
+    settings = {"alpha1": a.alpha1, "c1": a.c1, "alpha2": a.alpha2, "c2": a.c2}
+    settings |= {k: getattr(a, k) for k in ("step_tokens", "verifier_latency") if getattr(a, k) is not None}
+    decode = decode_config(a, {} if traces else settings, traces, k2_max=a.k2_max)
+    defaults = {"requests": 60, "replications": 2, "k1_max": 5}
+    for k, v in defaults.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if isinstance(a.prompt_tokens, int):  # plan's --prompt-tokens is one number (the --hardware group's)
+        from .latency import Constant
+
+        a.prompt_tokens = Constant(a.prompt_tokens)
+    cfg = build_config(a, decode, traces)
+    modes = parse_modes(a.modes)
+    lp = load_plan(cfg, [r for r in parse_rates(a.rate)], modes, a.k1_max, a.k2_max, a.budget, a.workers,
+                   a.scheduler, progress=not a.no_progress)
+    return json.dumps(lp.to_dict(), indent=1, default=float) if a.json else format_load_plan(lp)
+
+
+def cmd_serve(a: argparse.Namespace) -> str:
+    """``lrsim serve``: the serving simulation over modes and rates."""
+    from .serve.command import decode_config, serve
+
+    traces = _read_traces(a.trace) if a.trace is not None else None
+    return serve(a, decode_config(a, _sim_settings(a), traces), traces)
 
 
 def cmd_replay(a: argparse.Namespace) -> str:
@@ -454,7 +566,7 @@ def _sim_settings(a: argparse.Namespace) -> dict:
     """The SimConfig fields given on the command line (the rest keep their defaults)."""
     scalars, models = _sim_flags()
     names = [name for _, name, _ in scalars + models] + ["tree", "draft_sd"]
-    return {n: getattr(a, n) for n in names if getattr(a, n) is not None}
+    return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
 
 
 def format_sim(r) -> str:
@@ -532,7 +644,7 @@ def cmd_profiles(a: argparse.Namespace) -> str:
 
 COMMANDS = {"plan": cmd_plan, "theorems": cmd_theorems, "symbolic": cmd_symbolic, "report": cmd_report,
             "simulate": cmd_simulate, "sweep": cmd_sweep, "calibrate": cmd_calibrate,
-            "replay": cmd_replay, "profiles": cmd_profiles}
+            "replay": cmd_replay, "profiles": cmd_profiles, "serve": cmd_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

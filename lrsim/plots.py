@@ -28,7 +28,7 @@ def save_figure(fig: go.Figure, stem: Path, png: bool = True) -> list[Path]:
     written = [html]
     if png:
         try:
-            data = fig.to_image(format="png", width=1100, height=550, scale=1)
+            data = fig.to_image(format="png", width=fig.layout.width or 1100, height=fig.layout.height or 550, scale=1)
         except Exception as e:  # kaleido missing or no Chrome: HTML is still there
             print(f"note: no PNG for {stem.name} ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
                   file=sys.stderr)

@@ -22,6 +22,7 @@ import math
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -96,51 +97,67 @@ def _flat(cfg: SimConfig) -> dict:
             for k, v in cfg.to_dict().items()}
 
 
-def run_chunk(chunk: list[tuple[int, SimConfig]]) -> list[dict]:
-    """Simulate a list of (index, config); the rows keep the index (a worker task)."""
-    return [{"point": i} | _flat(cfg) | simulate(cfg).row() for i, cfg in chunk]
+def point_row(item: tuple[int, SimConfig]) -> dict:
+    """One grid point's table row: its index, its configuration, what the simulation measured."""
+    i, cfg = item
+    return {"point": i} | _flat(cfg) | simulate(cfg).row()
 
 
-def _chunks(configs: list[SimConfig], workers: int) -> list[list[tuple[int, SimConfig]]]:
-    n = len(configs)
-    size = max(1, math.ceil(n / (workers * 50)))  # ~50 tasks per worker: balance and a live progress bar
-    items = list(enumerate(configs))
-    return [items[i:i + size] for i in range(0, n, size)]
+def run_chunk(chunk: list[tuple[int, Any]], fn: Callable[[Any], Any] = point_row) -> list[tuple[int, Any]]:
+    """``fn`` of every item of a chunk of (index, item), the index kept (a worker task)."""
+    return [(i, fn(item)) for i, item in chunk]
 
 
-def _progress(total: int, enabled: bool):
+def _chunks(items: list, workers: int, per_worker: int) -> list[list[tuple[int, Any]]]:
+    n = len(items)
+    size = max(1, math.ceil(n / (workers * per_worker)))  # ~per_worker tasks per worker: balance, a live bar
+    pairs = list(enumerate(items))
+    return [pairs[i:i + size] for i in range(0, n, size)]
+
+
+def _progress(total: int, enabled: bool, desc: str = "lrsim sweep", unit: str = "pt"):
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="pt", file=sys.stderr, disable=not enabled, mininterval=0.5, smoothing=0.1,
-                desc="lrsim sweep")
+    return tqdm(total=total, unit=unit, file=sys.stderr, disable=not enabled, mininterval=0.5, smoothing=0.1,
+                desc=desc)
+
+
+def map_tasks(fn: Callable[[Any], Any], items: list, workers: int | None = None, scheduler: Any = None,
+              progress: bool = True, desc: str = "lrsim sweep", unit: str = "pt", per_worker: int = 50) -> list:
+    """``[fn(x) for x in items]`` in parallel, results in item order, a tqdm bar on stderr.
+
+    ``fn`` must be picklable (a module-level function or a ``functools.partial`` of one).
+    ``scheduler``: a ``dask.distributed`` scheduler address (``tcp://host:8786``)
+    or a :class:`distributed.Client`; otherwise a local process pool with
+    ``workers`` processes (default: all cores; 1 runs in this process).
+    Items go to workers in chunks of about ``len(items) / (workers x per_worker)``.
+    """
+    workers = workers or os.cpu_count() or 1
+    client = _dask_client(scheduler) if scheduler is not None else None
+    done: list[tuple[int, Any]] = []
+    task = partial(run_chunk, fn=fn)
+    with _progress(len(items), progress, desc, unit) as bar:
+        if client is not None:
+            done = _run_dask(task, _chunks(items, max(1, sum(client.nthreads().values())), per_worker), client,
+                             bar, own=client is not scheduler)
+        elif workers == 1:
+            for i, item in enumerate(items):
+                done += task([(i, item)])
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = [pool.submit(task, c) for c in _chunks(items, workers, per_worker)]
+                for f in as_completed(futures):
+                    part = f.result()
+                    done += part
+                    bar.update(len(part))
+    return [r for _, r in sorted(done, key=lambda p: p[0])]
 
 
 def run_configs(configs: list[SimConfig], workers: int | None = None, scheduler: str | None = None,
                 progress: bool = True) -> list[dict]:
-    """Simulate every config, in parallel; rows in config order.
-
-    ``scheduler``: a ``dask.distributed`` scheduler address (``tcp://host:8786``)
-    or a :class:`distributed.Client`; otherwise a local process pool with
-    ``workers`` processes (default: all cores; 1 runs in this process).
-    """
-    workers = workers or os.cpu_count() or 1
-    client = _dask_client(scheduler) if scheduler is not None else None
-    rows: list[dict] = []
-    with _progress(len(configs), progress) as bar:
-        if client is not None:
-            rows = _run_dask(configs, client, bar, own=client is not scheduler)
-        elif workers == 1:
-            for i, cfg in enumerate(configs):
-                rows += run_chunk([(i, cfg)])
-                bar.update(1)
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(run_chunk, c) for c in _chunks(configs, workers)]
-                for f in as_completed(futures):
-                    part = f.result()
-                    rows += part
-                    bar.update(len(part))
-    return sorted(rows, key=lambda r: r["point"])
+    """Simulate every config, in parallel (:func:`map_tasks`); rows in config order."""
+    return map_tasks(point_row, list(enumerate(configs)), workers, scheduler, progress)
 
 
 def _dask_client(scheduler: Any):
@@ -158,18 +175,17 @@ def _dask_client(scheduler: Any):
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {msg}") from None
 
 
-def _run_dask(configs: list[SimConfig], client, bar, own: bool) -> list[dict]:
+def _run_dask(task: Callable, chunks: list, client, bar, own: bool) -> list:
     from distributed import as_completed as dask_completed
 
     try:
-        workers = max(1, sum(client.nthreads().values()))
-        futures = client.map(run_chunk, _chunks(configs, workers), pure=False)
-        rows: list[dict] = []
+        futures = client.map(task, chunks, pure=False)
+        done: list = []
         for f in dask_completed(futures):
             part = f.result()
-            rows += part
+            done += part
             bar.update(len(part))
-        return rows
+        return done
     finally:
         if own:
             client.close()

@@ -4,6 +4,11 @@ A scheduler (:mod:`.sched_ar`, :mod:`.sched_sync`, :mod:`.sched_async`)
 subclasses :class:`EventRun` and gives its SimPy process in :meth:`main`;
 this class holds the environment, the target server, the counters and the
 trace rows, and returns the run's :class:`~.results.CycleLog`.
+
+A run owns its environment, target server, drafter and verifier unless it is
+given them: :mod:`lrsim.serve` runs one instance per request on a shared
+environment and a shared target server, and overrides :meth:`EventRun.draft`,
+:meth:`EventRun.verify` and :meth:`EventRun.finished` to use shared engines.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import time
 
 import numpy as np
 import simpy
+from simpy import Timeout
 
 from .config import SimConfig
 from .export import Recorder
@@ -26,14 +32,17 @@ class EventRun:
 
     engine = "des"
 
-    def __init__(self, cfg: SimConfig, work: Workload, record: bool):
+    def __init__(self, cfg: SimConfig, work: Workload, record: bool, env: simpy.Environment | None = None,
+                 srv: TargetServer | None = None):
         self.cfg, self.work = cfg, work
         self.tlen, self.tpasses, self.vtime = work.tlen, work.tpasses, work.vtime  # hot paths: bound once
         self.tau1 = work.tau1
         self.rec = Recorder(cfg, work.tpasses.sampled) if record else None
-        self.env = simpy.Environment()
-        server = FixedRateServer if work.fixed_rate else TargetServer
-        self.srv = server(self.env, work.iteration_time, cfg.join == "iteration")
+        self.env = simpy.Environment() if env is None else env
+        if srv is None:
+            server = FixedRateServer if work.fixed_rate else TargetServer
+            srv = server(self.env, work.iteration_time, cfg.join == "iteration")
+        self.srv = srv
         self.cycle_end: list[float] = []
         self.cycle_base: list[float] = []
         self.out = self.tokens = self.accepted = self.decisive = 0
@@ -52,6 +61,33 @@ class EventRun:
         L = min(self.tlen(), cap)
         passes, written = self.tpasses.one(L, carried)
         return Job(pos, L, passes, written)
+
+    def draft(self, depth: int, cap: float, now: float) -> tuple[simpy.Event, list]:
+        """Draft one position on the run's own drafter, from ``now``, at most ``cap`` tokens.
+
+        Returns its event (it fires when the draft is done; ``event.t`` is that
+        time) and its record ``[start, end, candidate lengths, batch, abandoned]``.
+        """
+        d, lens, b = self.work.draft(depth, cap)
+        ev = Timeout(self.env, d)
+        ev.t = now + d  # when it fires (SimPy's own sum)
+        return ev, [now, ev.t, lens, b, False]
+
+    def verify(self, seconds: float, now: float) -> simpy.Event:
+        """A verifier call of ``seconds`` from ``now`` on the run's own verifier (calls overlap); ``event.t``: its end."""
+        ev = Timeout(self.env, seconds)
+        ev.t = now + seconds
+        return ev
+
+    def target_written(self, job: Job) -> None:
+        """The target's own step ``job`` went into the output (after a rejection, or the bonus step)."""
+
+    def abandon(self, record: list) -> None:
+        """The draft of ``record`` is no longer needed (a private drafter just lets it finish unseen)."""
+
+    def finished(self) -> bool:
+        """The run has what it was asked for (``cfg.steps`` output steps)."""
+        return self.out >= self.cfg.steps
 
     def commit(self, n_accepted: int, tokens: int, steps: int) -> None:
         """Output ``steps`` steps of ``tokens`` tokens, ``n_accepted`` of them accepted drafts."""
@@ -83,7 +119,7 @@ class EventRun:
         """A cycle ends ``now``; target-only decoding would have written its output positions in ``base_tokens``."""
         self.cycle_end.append(self.env.now if now is None else now)
         self.cycle_base.append(base_tokens * self.tau1)
-        if self.out >= self.cfg.steps and not self.stopped:
+        if not self.stopped and self.finished():
             self.stopped = True
             self.done.succeed()
 

@@ -17,6 +17,8 @@ target's completions at the same instant come first (the tie rule of
 
 from __future__ import annotations
 
+import math
+
 from simpy import Timeout
 
 from .events import EventRun
@@ -26,13 +28,14 @@ from .servers import DONE, PENDING, RUNNING, Job
 class Stage:
     """Async state between two rejections."""
 
-    __slots__ = ("sid", "t0", "drafted", "started", "V", "jobs", "drafts", "verdicts", "base")
+    __slots__ = ("sid", "t0", "drafted", "started", "V", "jobs", "drafts", "verdicts", "base", "left")
 
-    def __init__(self, sid: int, t0: float):
+    def __init__(self, sid: int, t0: float, left: float):
         self.sid, self.t0 = sid, t0
         self.drafted = self.started = self.V = 0  # drafts done, targets started, verified-accepted prefix
         self.jobs: list[Job] = []
         self.drafts: list[list] = []  # per position: [start, end, lengths, batch, cancelled]
+        self.left = [left]  # left[j]: tokens the request has left for position j (after drafts 0..j-1)
         self.verdicts: dict[int, tuple] = {}  # position -> (first accepted branch, row, verify start, end)
         self.base = 0.0
 
@@ -55,7 +58,7 @@ class AsyncRun(EventRun):
     def _new_stage(self, now: float) -> None:
         self.set_context()
         self.sid += 1
-        self.st = Stage(self.sid, now)
+        self.st = Stage(self.sid, now, self.rem)  # every step is cut at the tokens its request has left
         self.drafting = False
         self._pump(now)
 
@@ -65,17 +68,18 @@ class AsyncRun(EventRun):
         if self.stopped:
             return
         limit = st.V + k1  # look at most k1 positions past the last verified one
-        if not self.drafting and st.drafted < limit and k1 > 1:  # k1 = 1: nothing to look ahead
-            d, lens, b = self.work.draft(0)
+        # k1 = 1: nothing to look ahead; a finite request: nothing past its last token
+        if not self.drafting and st.drafted < limit and k1 > 1 and st.left[st.drafted] > 0:
+            ev, rec = self.draft(0, st.left[st.drafted], now)
             self.drafting = True
-            st.drafts.append([now, now + d, lens, b, False])
-            ev = Timeout(self.env, d)
-            ev.sid, ev.pos, ev.t = st.sid, st.drafted, now + d  # ev.t: when it fires (SimPy's own sum)
+            st.drafts.append(rec)
+            st.left.append(st.left[-1] - rec[2][0])
+            ev.sid, ev.pos = st.sid, st.drafted
             ev.callbacks.append(self._on_draft)
-        if st.started <= st.drafted and st.started < limit:  # target j needs drafts 0..j-1
+        if st.started <= st.drafted and st.started < limit and st.left[st.started] > 0:  # target j: drafts 0..j-1
             new = []
-            while st.started <= st.drafted and st.started < limit:
-                job = self.target_job(st.started)
+            while st.started <= st.drafted and st.started < limit and st.left[st.started] > 0:
+                job = self.target_job(st.started, cap=st.left[st.started])
                 job.sid, job.on_done = st.sid, self._on_target
                 job.verdict = self.work.verdicts()  # drawn in position order, whatever order verification runs in
                 new.append(job)
@@ -112,8 +116,8 @@ class AsyncRun(EventRun):
         if v <= 0:
             self._on_verdict(pos, now, now)
             return
-        ev = Timeout(self.env, v)
-        ev.sid, ev.pos, ev.t0, ev.t = self.sid, pos, now, now + v
+        ev = self.verify(v, now)
+        ev.sid, ev.pos, ev.t0 = self.sid, pos, now
         ev.callbacks.append(self._on_verify_event)
 
     def _on_verify_event(self, ev: Timeout) -> None:
@@ -138,7 +142,7 @@ class AsyncRun(EventRun):
                 return
             self.commit(1, st.drafts[j][2][first], 1)
             st.V += 1
-            if self.out >= self.cfg.steps:
+            if self.finished():
                 self._finish_stage(now)
                 return
             if self.advance_request(st.drafts[j][2][first]):  # the request is done: its look-ahead is waste
@@ -150,9 +154,11 @@ class AsyncRun(EventRun):
         """The stage ends at position ``r``: the target's step there is the last output (rejection, or k1 = 1),
         or (``rejected`` False) the accepted draft there ended its request."""
         st, srv = self.st, self.srv
+        self.target_written(st.jobs[r])
         if self.drafting:
             st.drafts[-1][1], st.drafts[-1][4] = now, True  # the draft in progress is abandoned
             self.drafting = False
+            self.abandon(st.drafts[-1])
         srv.cancel([j for j in st.jobs[r + 1:] if j.state in (PENDING, RUNNING)])
         for j in st.jobs[r + 1:]:
             if j.state == DONE:

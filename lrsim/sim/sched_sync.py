@@ -17,19 +17,23 @@ from .events import EventRun
 class SyncRun(EventRun):
     """Algorithm 1, one cycle after another (every cycle starts with an idle target)."""
 
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.drafts: list[list] = []  # the current cycle's drafts (lrsim.serve reads them)
+
     def main(self):
         env, k1 = self.env, self.cfg.k1
         while True:
             self.set_context()
-            drafts, used = [], 0  # used: tokens of the drafts so far (they come out of the request's budget)
+            self.drafts = drafts = []  # this cycle's drafts: [start, end, lengths, batch, abandoned]
+            used = 0  # tokens of the drafts so far (they come out of the request's budget)
             for j in range(k1 - 1):  # k1 - 1 drafts back to back on the drafter
                 if used >= self.rem:  # the previous draft used up the request: nothing to look ahead
                     break
-                d, lens, b = self.work.draft(j, self.rem - used)
-                now = env.now
-                drafts.append([now, now + d, lens, b, False])
-                used += lens[0]
-                yield env.timeout(d)
+                ev, rec = self.draft(j, self.rem - used, env.now)
+                drafts.append(rec)
+                used += rec[2][0]
+                yield ev
             nd = len(drafts)
             # the target writes one step per prefix with budget left (k1 steps without a request cap), one batch
             caps = [self.rem - sum(dr[2][0] for dr in drafts[:j]) for j in range(nd + 1)]
@@ -51,10 +55,10 @@ class SyncRun(EventRun):
             verdicts = [v + (float(ends[j]), float(ends[j + 1])) if j <= x else v + (None, None)
                         for j, v in enumerate(verdicts)]
             if ends[-1] > v0:
-                yield env.timeout(float(ends[-1] - v0))
+                yield self.verify(float(ends[-1] - v0), env.now)
             return verdicts
         if nd and self.work.vtime is not None:
-            yield env.timeout(self.work.vtime())  # one verifier call checks all pairs
+            yield self.verify(self.work.vtime(), env.now)  # one verifier call checks all pairs
         return [v + (v0, env.now) for v in verdicts]
 
     def _output(self, drafts: list, jobs: list, verdicts: list, x: int) -> None:
@@ -66,6 +70,7 @@ class SyncRun(EventRun):
         if x < len(jobs):  # the target's step at x (a rejection, or the bonus step after nd accepted drafts)
             tokens += jobs[x].tokens
             steps += 1
+            self.target_written(jobs[x])
         base = sum(jobs[j].tokens for j in range(min(x + 1, len(jobs))))  # target's own output-position steps
         for job in jobs[x + 1:]:
             self.srv.add_waste(job)  # written from a prefix with a rejected draft

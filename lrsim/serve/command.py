@@ -1,0 +1,135 @@
+"""``lrsim serve``: from parsed arguments to a table, a file, a figure (the CLI's argument groups are in lrsim.cli)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Sequence
+
+from ..errors import InputError
+from ..latency import Constant
+from ..sim import SimConfig
+from .arrivals import file_rate, read_arrivals
+from .config import ServeConfig, check_mode, check_rate
+
+WORKLOAD = ("requests", "arrival", "arrival_cv", "prompt_tokens", "output_tokens")
+ENGINE = ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens", "verifier_slots", "reprice")
+HARDWARE = ("hardware", "target_arch", "draft_arch", "extrapolate")
+MEASURE = ("replications", "warmup", "slo_ttft_s", "slo_tpot_ms", "slo_e2e_s")
+
+
+def parse_rates(text: str | None) -> list[float | None]:
+    """``--rate``: one value, ``A,B,C`` or ``START:STOP:NUM``; each > 0 requests/s."""
+    from ..sweep import parse_grid
+
+    if text is None:
+        return [None]
+    return [check_rate(r) for r in parse_grid(text, float)]
+
+
+def parse_loads(a: argparse.Namespace) -> tuple[list, str]:
+    """(load levels, key): ``--rate`` values ('rate') or ``--concurrency`` values ('concurrency'), not both."""
+    from ..sweep import parse_grid
+
+    conc = getattr(a, "concurrency", None)
+    if conc is not None and a.rate is not None:
+        raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
+    if getattr(a, "arrival", None) == "closed" and conc is None:
+        raise InputError("--arrival closed needs --concurrency N")
+    if conc is None:
+        return parse_rates(a.rate), "rate"
+    levels = parse_grid(conc, int)
+    if any(n < 1 for n in levels):
+        raise InputError(f"--concurrency must be integers >= 1, got {conc!r}")
+    return levels, "concurrency"
+
+
+def serve_modes(a: argparse.Namespace, k2: int) -> list[str]:
+    """``--modes`` (serve's names), or ``--mode`` in the simulator's names (a trace header's setting)."""
+    one = getattr(a, "sim_mode", None)
+    if one is not None and a.modes is not None:
+        raise InputError("give --modes or --mode, not both")
+    if one is not None:
+        return [{"ar": "sd" if k2 > 1 else "ar", "sync": "lr-sync", "async": "lr-async"}[one]]
+    return parse_modes(a.modes or "ar,lr-async")
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes:
+        raise InputError("--modes: give at least one of ar, sd, lr-sync, lr-async")
+    return list(dict.fromkeys(check_mode(m) for m in modes))
+
+
+def _given(a: argparse.Namespace, names: Sequence[str]) -> dict:
+    return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
+
+
+def build_config(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) -> ServeConfig:
+    """A :class:`ServeConfig` from the arguments the user gave (defaults for the rest)."""
+    kw = _given(a, WORKLOAD + ENGINE + HARDWARE + MEASURE) | {"decode": decode}
+    if kw.get("arrival") == "closed":
+        del kw["arrival"]  # the closed loop is --concurrency's
+    if getattr(a, "serve_seed", None) is not None:
+        kw["seed"] = a.serve_seed
+    if getattr(a, "no_prefill_drafts", False):
+        kw["prefill_drafts"] = False
+    if traces:
+        from .calibration import length_pairs
+
+        if "prompt_tokens" not in kw and "output_tokens" not in kw:
+            kw["pairs"] = length_pairs(traces)
+    if getattr(a, "arrivals", None):
+        rows = read_arrivals(a.arrivals)
+        kw["trace_arrivals"] = rows
+        kw.setdefault("requests", len(rows))
+    return ServeConfig(**kw)
+
+
+def decode_config(a: argparse.Namespace, settings: dict, traces: list | None, k2_max: int = 1) -> SimConfig:
+    """Per-request decoding: calibrated from ``traces`` (flags given on top), else from the flags."""
+    if not traces:
+        return SimConfig(**settings)
+    from .calibration import decode_from_traces
+
+    sim, _ = decode_from_traces(traces, max(k2_max, settings.get("k2", 1)), getattr(a, "trace_setup", None))
+    return replace(sim, **settings)
+
+
+def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) -> str:
+    """Run ``lrsim serve``: the grid, then the table/JSON, ``--out`` and ``--figure``."""
+    from ..plots import save_figure
+    from ..sweep import check_output, write_rows
+    from .crossover import crossovers
+    from .grid import check_grid, serve_grid
+    from .report import figure, format_rows, json_rows
+
+    cfg = build_config(a, decode, traces)
+    modes, (rates, key) = serve_modes(a, decode.k2), parse_loads(a)
+    if rates == [None] and cfg.trace_arrivals is None:
+        raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
+    check_grid(cfg, modes, rates, key)  # bad input stops here, before any file or folder is made
+    out = check_output(a.out) if a.out else None
+    if a.figure:
+        from ..atomic import check_writable
+
+        check_writable(a.figure + ".html")
+    rows, per_run = serve_grid(cfg, modes, rates, a.workers, a.scheduler, progress=not a.no_progress, key=key)
+    crosses = crossovers(per_run, modes, key=key) if "ar" in modes and len(rates) > 1 else []
+    title = _title(cfg, key)
+    if out is not None:
+        write_rows(rows, out)
+    if a.figure:
+        save_figure(figure(rows, crosses, title), a.figure)
+    return json_rows(rows, crosses) if a.json else format_rows(rows, crosses, title)
+
+
+def _title(cfg: ServeConfig, key: str) -> str:
+    d = cfg.decode
+    lat = f"profile {cfg.hardware} ({cfg.target_arch}/{cfg.draft_arch or 'c1'})" if cfg.hardware else "latency model"
+    src = f"arrivals file (mean rate {file_rate(cfg) or 0:.3g}/s)" if cfg.trace_arrivals else f"{cfg.arrival} arrivals"
+    src = "closed loop (N concurrent clients)" if key == "concurrency" else src
+    out = "traces" if cfg.pairs else (f"{cfg.output_tokens.mean:g}" if isinstance(cfg.output_tokens, Constant)
+                                      else f"mean {cfg.output_tokens.mean:g}")
+    return (f"LR serving: alpha1={d.alpha1:g}, c1={d.c1:g}, k1={d.k1}, alpha2={d.alpha2:g}, k2={d.k2}, {lat}, {src}, "
+            f"{cfg.requests} requests x {cfg.replications} replications, output tokens {out}")
