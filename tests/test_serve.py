@@ -153,7 +153,7 @@ def _finite(cls, G):
     class Finite(cls):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
-            self.request_tokens = G
+            self.rem = G  # the request's token budget: every step is cut at what it has left
 
         def finished(self):
             return self.tokens >= G
