@@ -196,9 +196,11 @@ def sim_config(behaviour: Calibration, timing: Calibration, setting: Setting, st
     draft_lat = latency_curve(timing.draft_s_per_token, "batch") if timing.draft_s_per_token else None
     ver = Empirical(tuple(timing.verify_s.samples)) if timing.verify_s and timing.verify_s.n else None
     alpha1 = behaviour.alpha1.p if behaviour.alpha1 is not None else 0.5
-    # finite requests: a sync cycle near a request's end drafts and writes shortened steps (lrref's max_tokens)
+    # finite requests: near a request's end a sync cycle or an async stage drafts and writes shortened steps
+    # (lrref's max_tokens), and an async stage's look-ahead past the request's last token is thrown away
     rq = behaviour.request_tokens
-    requests = Empirical(tuple(rq.samples)) if setting.mode == "sync" and setting.width == 1 and rq and rq.n else None
+    finite = setting.mode in ("sync", "async") and setting.width == 1 and rq and rq.n
+    requests = Empirical(tuple(rq.samples)) if finite else None
     return SimConfig(
         mode=setting.mode, k1=setting.k1, k2=setting.k2, width=setting.width, correlation=correlation,
         alpha1=alpha1, c1=timing.c1 or 0.5, alpha2=behaviour.alpha2 if behaviour.alpha2 is not None else 0.5,

@@ -36,8 +36,8 @@ from lrsim.trace import read_trace, recorded_setting
 
 SYSTEM = ("Solve the problem in a few short steps separated by blank lines. Be concise. Put the final answer "
           "within \\boxed{}.")
-THROUGHPUT_KEYS = ("throughput_tps", "tokens_per_s", "throughput")
-LATENCY_KEYS = ("latency_mean_s", "mean_latency_s", "latency_mean")
+THROUGHPUT_KEYS = ("output_throughput",)  # lrsim serve: output tokens per second over the run
+LATENCY_KEYS = ("e2e_mean",)  # lrsim serve: mean end-to-end latency (s)
 TARGET = 0.10  # the bound on |predicted / measured - 1|
 
 
@@ -128,8 +128,8 @@ def predicted(cmd: list[str]) -> tuple[float, float]:
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise InputError(f"lrsim serve failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
-    d = json.loads(r.stdout)
-    return pick(d, THROUGHPUT_KEYS, "throughput"), pick(d, LATENCY_KEYS, "mean latency")
+    rows = json.loads(r.stdout)  # one row per mode and load: here one of each
+    return pick(rows[0], THROUGHPUT_KEYS, "throughput"), pick(rows[0], LATENCY_KEYS, "mean latency")
 
 
 def compare_one(a: argparse.Namespace, n: int, mode: str, row: dict) -> dict:

@@ -43,7 +43,7 @@ class SimConfig:
     verifier_latency: Dist | None = option("verifier latency per call (s), a distribution; overrides verifier_cost")
     request_tokens: Dist | None = option("output tokens per request; requests run back to back.  sync: every draft "
                                          "and target step is cut at the tokens its request has left (lrref's "
-                                         "max_tokens); async: the step that completes a request ends its stage; "
+                                         "max_tokens); async: likewise, and the step that completes a request ends its stage; "
                                          "ar: steps are not cut.  A context-aware latency prices each cycle at the "
                                          "tokens its request has committed.  None: one endless request", None)
     verify_calls: str = option("sync: 'one' verifier call checks all pairs of a cycle; 'per_pair': one call per pair, "
