@@ -1,4 +1,5 @@
-"""Shared by the simulator studies: command line, parallel grids, error bars, the measured CPU numbers.
+"""Shared by the studies: command line, parallel grids, error bars, the measured CPU numbers (simulator
+studies); the recordings' system prompt and paired speedups over problems (studies of recorded lrref runs).
 
 Each study script imports this module from its own folder (``python studies/NAME.py`` puts ``studies/``
 on the path), so every script still runs on its own.
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lrsim.errors import InputError
 from lrsim.latency import CurveLatency
 from lrsim.plots import save_figure
 from lrsim.sweep import run_grid
@@ -21,6 +23,9 @@ CPU_DRAFT = CurveLatency((1, 2, 4, 8), (0.062, 0.065, 0.071, 0.092), axis="batch
 CPU_STEP_TOKENS = 52  # target steps of ~52 tokens
 MPNET_VERIFY = 0.073  # s per step pair, all-mpnet-base-v2 cosine (accepts 75% at 0.85)
 JUDGE_VERIFY = 1.1  # s per step pair, a 1.5B judge prefill
+# the recorded studies' system prompt (record_validation.sh, verifier_tradeoff.py): short steps, a boxed answer
+CONCISE_SYSTEM = ("Solve the problem in a few short steps separated by blank lines. Be concise. Put the final "
+                  "answer within \\boxed{}.")
 
 
 def parse_args(doc: str, steps: int) -> argparse.Namespace:
@@ -60,3 +65,35 @@ def finish(fig, args: argparse.Namespace, name: str, title: str, **layout) -> No
                          | layout))
     for p in save_figure(fig, args.out / name):
         print(p)
+
+
+def per_request(trace) -> dict[int, tuple[int, float]]:
+    """A trace's finished requests: request -> (output tokens, wall seconds)."""
+    return {r.request: (r.output_tokens, r.end - r.start) for r in trace.requests if r.end > r.start}
+
+
+def paired_speedup(trace, ar, rng: np.random.Generator, reps: int = 2000) -> tuple[float, float, float, int]:
+    """Speedup of ``trace`` over ``ar`` (tokens/s ratio) on their shared requests (problems), its paired
+    bootstrap 95% CI over those problems, and their number.
+
+    :raises InputError: no finished request in common.
+    """
+    a, b = per_request(trace), per_request(ar)
+    ids = sorted(set(a) & set(b))
+    if not ids:
+        raise InputError(f"{trace.path}: no finished request in common with the ar trace {ar.path}")
+    x = np.array([a[i] for i in ids], dtype=float)  # (tokens, seconds) of the configuration
+    y = np.array([b[i] for i in ids], dtype=float)  # the same problems under ar
+
+    def ratio(idx: np.ndarray) -> np.ndarray:
+        # (sum tokens / sum seconds) / (sum tokens_ar / sum seconds_ar), per resample (row of idx)
+        return (x[idx, 0].sum(-1) / x[idx, 1].sum(-1)) / (y[idx, 0].sum(-1) / y[idx, 1].sum(-1))
+
+    point = float(ratio(np.arange(len(ids))[None, :])[0])
+    boot = ratio(rng.integers(0, len(ids), (reps, len(ids))))  # problems resampled with replacement, both modes
+    return point, float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)), len(ids)
+
+
+def with_ci(x: float, ci: list[float] | tuple[float, float] | None, digits: int = 3) -> str:
+    """``x [lo, hi]`` for a Markdown table (``x`` alone without an interval; the bounds one digit shorter)."""
+    return f"{x:.{digits}f}" + (f" [{ci[0]:.{digits - 1}f}, {ci[1]:.{digits - 1}f}]" if ci else "")
