@@ -73,7 +73,8 @@ def test_without_lrsim_serve_the_comparison_is_skipped(check, tmp_path, monkeypa
 
 
 def test_serve_output_keys(check):
-    assert check.pick({"summary": {"throughput_tps": 3}}, check.THROUGHPUT_KEYS, "throughput") == 3.0
+    assert check.pick({"summary": {"output_throughput": 3}}, check.THROUGHPUT_KEYS, "throughput") == 3.0
+    assert check.pick({"output_throughput": 2, "summary": {"output_throughput": 3}}, check.THROUGHPUT_KEYS, "throughput") == 2.0
     from lrsim.errors import InputError
 
     with pytest.raises(InputError, match="no mean latency"):
