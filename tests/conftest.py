@@ -25,7 +25,7 @@ def require_models(*names: str, gguf: bool = False):
     ready = models.gguf_ready if gguf else models.is_ready
     missing = [n for n in names if not ready(n, cache)]
     if missing:
-        fmt = " --format gguf" if gguf else ""
+        fmt = " --format gguf" if gguf else " --format hf"
         msg = (f"models not prepared in {cache}: {', '.join(missing)} "
                f"(lrref models prepare --models {','.join(missing)}{fmt})")
         if os.environ.get("LRREF_REQUIRE_MODELS"):

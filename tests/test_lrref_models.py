@@ -140,12 +140,15 @@ def test_format_gguf_joins_and_verifies_without_converting(fake_gguf):
     assert converted == [blob] and (d / "config.json").is_file() and models.gguf_ready("fake", cache)
 
 
-def test_format_hf_is_the_default_and_both_rejoins_a_deleted_gguf(fake_gguf, capsys):
+def test_format_gguf_is_the_default_and_both_rejoins_a_deleted_gguf(fake_gguf, capsys):
     from lrref import cli
 
     cache, blob, converted = fake_gguf
     assert cli.main(["models", "prepare", "--models", "fake", "--cache-dir", str(cache), "--quiet",
                      "--keep-downloads"]) == 0
+    assert models.gguf_ready("fake", cache) and not models.is_ready("fake", cache) and converted == []
+    assert cli.main(["models", "prepare", "--models", "fake", "--cache-dir", str(cache), "--quiet",
+                     "--keep-downloads", "--format", "hf"]) == 0
     assert models.is_ready("fake", cache) and models.gguf_ready("fake", cache) and converted == [blob]
     gguf = models.gguf_path("fake", cache)
     gguf.unlink()

@@ -356,5 +356,5 @@ def test_vocabularies_are_compared_before_any_weights_load(tmp_path, monkeypatch
 
     monkeypatch.setattr(hf.HFBackend, "__init__", no_weights)
     assert cli.main(["generate", "--prompt", "hi", "--mode", "lr-sync", "--target", QWEN[1], "--draft", TINY,
-                     "--verifier", "exact", "--trace", str(tmp_path / "t.jsonl")]) == 2
+                     "--verifier", "exact", "--backend", "hf", "--trace", str(tmp_path / "t.jsonl")]) == 2
     assert "different vocabularies" in capsys.readouterr().err
