@@ -7,7 +7,7 @@
 #   bash studies/record_validation.sh pack OUT [DEST]     gzip the traces into DEST/{g2,g2s,g3}/ with a README.md
 #                                                         (DEST default: studies/data/validation-BACKEND)
 #
-# Needs `pip install -e '.[llamacpp]'` (or '.[ref]' for hf) and `lrref models prepare` (the embedding verifier needs
+# Needs `pip install -e '.[ref]'` and `lrref models prepare` (`--format hf` too for BACKEND hf; the embedding verifier needs
 # torch too). Record on idle cores: every timing counts. A run whose results.json says every problem is done is
 # kept (rerun the command to resume after an interruption); each run folder gets provenance.txt (lscpu's CPU
 # model, load averages before and after, date, git commit, the exact command).
