@@ -93,6 +93,7 @@ def test_s2_below_s1_in_its_regime(a, c, k):
 
 
 @given(st.floats(0.001, 0.99), costs, st.integers(2, 100))
+@settings(deadline=None)  # pure arithmetic: a deadline only measures the machine's load (failed once at nice 19)
 def test_more_acceptance_is_faster(a, c, k):
     a2 = min(a + 0.005, 0.999)
     assert theory.g(a2, c, k) > theory.g(a, c, k)
