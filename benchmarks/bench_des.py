@@ -21,11 +21,12 @@ import time
 
 from report import report
 
-from lrsim.latency import CurveLatency, LogNormal
+from lrsim.cost.passcost import curve
+from lrsim.dists import LogNormal
 from lrsim.sim import SimConfig, simulate
 from lrsim.sweep import run_configs
 
-CPU_CURVE = CurveLatency((1, 2, 4, 8), (0.174, 0.159, 0.166, 0.199))  # MEASUREMENTS.md, target decode step (s)
+CPU_CURVE = curve((1, 2, 4, 8), (0.174, 0.159, 0.166, 0.199))  # MEASUREMENTS.md, target decode step (s)
 
 CASES = {
     "sync, k1=4": dict(mode="sync", alpha1=0.7, c1=0.2, k1=4),

@@ -18,14 +18,15 @@ from dataclasses import replace
 
 from report import report
 
-from lrsim.latency import Constant, LogNormal
+from lrsim.cost.hardware import HardwareSpec
+from lrsim.dists import Constant, LogNormal
 from lrsim.serve.config import ServeConfig
 from lrsim.serve.metrics import run_metrics
 from lrsim.serve.run import run_once
 from lrsim.sim import SimConfig, simulate
 
 DECODE = SimConfig(k1=4, alpha1=0.55, step_tokens=LogNormal(52, 0.5), verifier_latency=Constant(0.013))
-H100 = dict(hardware="h100-ctx0-kernel", target_arch="qwen2.5-32b", draft_arch="qwen2.5-1.5b")
+H100 = dict(hardware=HardwareSpec("h100-ctx0-kernel", "qwen2.5-32b", "qwen2.5-1.5b"))
 
 
 def timed(fn):

@@ -39,7 +39,7 @@ def _problems(n: int) -> list[str]:
 
 def _run(mode: str, t, d, q: str, max_tokens: int, exact_strict: bool = True):
     from lrref.decoder import DecodeConfig, Decoder
-    from lrref.verifiers import ExactVerifier, build, VerifierConfig
+    from lrref.verifiers import ExactVerifier, VerifierConfig, build
 
     cfg = DecodeConfig(mode=mode, gamma=3, max_step_tokens=64, max_tokens=max_tokens, threads=2)
     v = ExactVerifier(normalize=False) if exact_strict else build(VerifierConfig("embedding"))

@@ -25,8 +25,8 @@ def round_ratios(model_dir: str, out_dir: Path, dtype: str = "float32", threads:
     """recorded / profile-predicted time of the decode's passes after its first step, one value per round."""
     import torch
 
-    from lrsim.profile import ArchProfile
-    from lrsim.profile_check import ar_steps
+    from lrsim.cost.profile import ArchProfile
+    from lrsim.cost.check import ar_steps
     from lrsim.trace import TraceWriter, read_trace
 
     from . import timing

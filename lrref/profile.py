@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 
 from lrsim.errors import InputError, UsageError
 from lrsim.fields import option
-from lrsim.profile import ArchProfile, Profile, Provenance, write_profile
+from lrsim.cost.profile import ArchProfile, Profile, Provenance, write_profile
 
 from .archs import DTYPE_BYTES, Arch, arch_from_model, load_arch, shipped, source_label
 

@@ -17,8 +17,8 @@ that holds on the whole interior, so it is decided at one interior point.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import sympy as sp

@@ -13,7 +13,7 @@ from common import column, error_bars, finish, grid, parse_args, z_scores
 from plotly.subplots import make_subplots
 
 from lrsim import theory
-from lrsim.latency import LogNormal
+from lrsim.dists import LogNormal
 
 KS = list(range(1, 11))
 POINTS = [(0.7, 0.3), (0.7, 0.2), (0.5, 0.15)]

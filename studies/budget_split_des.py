@@ -16,7 +16,7 @@ from common import column, error_bars, finish, grid, parse_args
 
 from lrsim import theory
 from lrsim.cli import DEFAULTS
-from lrsim.latency import LogNormal
+from lrsim.dists import LogNormal
 
 A1, C1, A2, C2 = DEFAULTS["alpha1"], DEFAULTS["c1"], DEFAULTS["alpha2"], DEFAULTS["c2"]
 PURE = [1, 2, 4, 8, 16, 32, 64]

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import numpy as np
 
+from lrsim.cost.passcost import curve
 from lrsim.errors import InputError
-from lrsim.latency import CurveLatency
 from lrsim.plots import save_figure
 from lrsim.sweep import run_grid
 
 FIGURES = Path(__file__).resolve().parents[1] / "figures"
 
 # MEASUREMENTS.md (2-core CPU, transformers bf16): decode step at batch 1, 2, 4, 8 (seconds), 1 token/sequence
-CPU_TARGET = CurveLatency((1, 2, 4, 8), (0.174, 0.159, 0.166, 0.199), axis="positions", extrapolate="linear")
-CPU_DRAFT = CurveLatency((1, 2, 4, 8), (0.062, 0.065, 0.071, 0.092), axis="batch", extrapolate="linear")
+CPU_TARGET = curve((1, 2, 4, 8), (0.174, 0.159, 0.166, 0.199), axis="positions", extrapolate="linear")
+CPU_DRAFT = curve((1, 2, 4, 8), (0.062, 0.065, 0.071, 0.092), axis="batch", extrapolate="linear")
 CPU_STEP_TOKENS = 52  # target steps of ~52 tokens
 MPNET_VERIFY = 0.073  # s per step pair, all-mpnet-base-v2 cosine (accepts 75% at 0.85)
 JUDGE_VERIFY = 1.1  # s per step pair, a 1.5B judge prefill

@@ -27,13 +27,14 @@ from common import (
 from plotly.subplots import make_subplots
 
 from lrsim import theory
-from lrsim.latency import Constant, ConstantLatency
+from lrsim.cost.passcost import constant
+from lrsim.dists import Constant
 
 K1 = list(range(1, 11))
 ALPHA1 = 0.75
 C1 = CPU_DRAFT(1) / CPU_TARGET(1)
 CASES = {
-    "constant T = 174 ms": dict(target_latency=ConstantLatency(0.174)),
+    "constant T = 174 ms": dict(target_latency=constant(0.174)),
     "measured T(b)": dict(target_latency=CPU_TARGET),
     "measured T(b) + mpnet verifier (73 ms)": dict(target_latency=CPU_TARGET, verifier_latency=Constant(MPNET_VERIFY)),
     "measured T(b) + 1.5B judge (1.1 s)": dict(target_latency=CPU_TARGET, verifier_latency=Constant(JUDGE_VERIFY)),

@@ -14,7 +14,7 @@ from common import column, error_bars, finish, grid, parse_args
 from plotly.subplots import make_subplots
 
 from lrsim import theory
-from lrsim.latency import LogNormal
+from lrsim.dists import LogNormal
 
 GAMMA = list(range(0, 9))
 P = dict(alpha1=0.5, c1=0.2, alpha2=0.4, c2=0.01)

@@ -47,9 +47,10 @@ import plotly.graph_objects as go
 from lrsim import theory
 from lrsim.atomic import atomic_write
 from lrsim.calibrate import solve_alpha
-from lrsim.compose import Behaviour, Hardware, predict, sim_config
-from lrsim.hardware import load_profile
-from lrsim.latency import Constant, parse_dist
+from lrsim.compose import Behaviour, predict, sim_config
+from lrsim.cost.hardware import HardwareSpec
+from lrsim.cost.library import load_profile
+from lrsim.dists import Constant, parse_dist
 from lrsim.plots import save_figure
 from lrsim.replay import TINY_C2
 from lrsim.sim import simulate
@@ -89,13 +90,13 @@ class Result:
 # ----------------------------------------------------------------------------- inputs -> lrsim objects
 
 
-def hw_for(target: str, draft: str, verifier_s: float | None, what_if: bool = False) -> Hardware:
+def hw_for(target: str, draft: str, verifier_s: float | None, what_if: bool = False) -> HardwareSpec:
     """The profile's hardware; ``what_if``: the target at the README's measured AR speed (TP = 2 on H200)."""
     ver = Constant(verifier_s) if verifier_s else None
     if not what_if:
-        return Hardware(PROFILE, target, draft, verifier_latency=ver)
+        return HardwareSpec(PROFILE, target, draft, verifier_latency=ver)
     e = readme_efficiency()
-    return Hardware(PROFILE, target, draft, verifier_latency=ver, target_tp=2, tp_efficiency=e)
+    return HardwareSpec(PROFILE, target, draft, verifier_latency=ver, target_tp=2, tp_efficiency=e)
 
 
 def readme_efficiency() -> float:
@@ -109,7 +110,7 @@ def behaviour(alpha1: float, steps: str, request: int, alpha2: float | None = No
                      prompt_tokens=prompt, source="numbers")
 
 
-def infer_alpha2(hw: Hardware, ngram_alone: float, tokens: int) -> float:
+def infer_alpha2(hw: HardwareSpec, ngram_alone: float, tokens: int) -> float:
     """alpha2 such that target-only decoding with ``tokens`` n-gram tokens runs ``ngram_alone`` faster on the profile.
 
     ``speedup = E[tokens/pass] T(1,1) / T(1,k2)``, ``E = (1 - a^k2)/(1 - a)``, ``k2 = tokens + 1``.
@@ -127,11 +128,11 @@ def cf_alpha2(ngram_alone: float, tokens: int) -> float:
     return solve_alpha(ngram_alone, tokens + 1)
 
 
-def run(b: Behaviour, hw: Hardware, k1: int, k2: int, steps: int, seed: int = 0):
+def run(b: Behaviour, hw: HardwareSpec, k1: int, k2: int, steps: int, seed: int = 0):
     return simulate(sim_config(b, hw, Setting("async", k1, k2), steps, seed))
 
 
-def infer_alpha1(hw: Hardware, b: Behaviour, k1: int, lr_alone: float, steps: int = 4000) -> float | None:
+def infer_alpha1(hw: HardwareSpec, b: Behaviour, k1: int, lr_alone: float, steps: int = 4000) -> float | None:
     """alpha1 at which async LR alone (``k1``, no n-gram) simulates ``lr_alone`` on ``hw`` (bisection)."""
     lo, hi = 0.0, 1.0
 
@@ -170,7 +171,7 @@ class Check:
         st = data["common"]["step_tokens"]
         self.step, self.step_band = st["value"], list(st["band"])
 
-    def predict(self, b: Behaviour, hw: Hardware, k1: int, k2: int, steps: int | None = None):
+    def predict(self, b: Behaviour, hw: HardwareSpec, k1: int, k2: int, steps: int | None = None):
         return predict(b, hw, Setting("async", k1, k2), steps=steps or self.steps, bootstrap=0)
 
     def forward(self, target: str, draft: str, verifier_s: float | None, alpha1: float, band: list | None, k1: int,

@@ -10,9 +10,9 @@ Prints recorded vs predicted milliseconds per pass over the passes after each re
 import argparse
 import sys
 
+from lrsim.cost.check import compare
+from lrsim.cost.library import load_profile
 from lrsim.errors import run_command
-from lrsim.hardware import load_profile
-from lrsim.profile_check import compare
 from lrsim.trace import read_trace
 
 

@@ -39,18 +39,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from common import FIGURES, finish
 from plotly.subplots import make_subplots
 
 from lrsim.atomic import atomic_write
-from lrsim.latency import Constant, LogNormal
+from lrsim.cost.hardware import HardwareSpec
+from lrsim.dists import Constant, LogNormal
 from lrsim.serve.calibration import decode_from_traces, length_pairs
 from lrsim.serve.config import ServeConfig
 from lrsim.serve.crossover import crossovers, describe
 from lrsim.serve.grid import serve_grid
 from lrsim.sim import SimConfig
 from lrsim.trace import default_traces, read_trace
-
-from common import FIGURES, finish
 
 NGRAM = dict(alpha2=0.29, c2=0.01)
 H100 = SimConfig(alpha1=0.55, step_tokens=LogNormal(52, 0.5), verifier_latency=Constant(0.013), **NGRAM)
@@ -65,8 +65,9 @@ def variants(k1: int, k2: int) -> list[tuple[str, str, dict]]:
 
 def setups(args: argparse.Namespace) -> list[dict]:
     traces = [read_trace(p) for p in default_traces()]
-    cpu, _ = decode_from_traces(traces, k2=5)
-    h100 = dict(hardware="h100-ctx0-kernel", target_arch="qwen2.5-32b", draft_arch="qwen2.5-1.5b")
+    cpu, cpu_hw = decode_from_traces(traces, k2=5)  # every mode priced on the setup its traces ran on
+    h100 = dict(hardware=HardwareSpec("h100-ctx0-kernel", "qwen2.5-32b", "qwen2.5-1.5b"))
+    h100ctx = dict(hardware=HardwareSpec("h100-context-kernel", "qwen2.5-32b", "qwen2.5-1.5b"))
     common = dict(replications=args.replications, warmup=0.25, seed=11)
     return [
         {"name": "H100, qwen2.5-32b / 1.5b, h100-ctx0-kernel",
@@ -75,10 +76,11 @@ def setups(args: argparse.Namespace) -> list[dict]:
          "rates": [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 3.0], "k1": 4, "k2": 5},
         {"name": "H100, qwen2.5-32b / 1.5b, h100-context-kernel (contexts <= 1K)",
          "cfg": ServeConfig(decode=H100, requests=args.requests, prompt_tokens=Constant(128),
-                            output_tokens=Constant(512), **(h100 | {"hardware": "h100-context-kernel"}), **common),
+                            output_tokens=Constant(512), **h100ctx, **common),
          "rates": [0.25, 0.5, 1.0, 2.0, 3.0, 4.0], "k1": 4, "k2": 5},
         {"name": "CPU pair (embedded lrref traces, calibrated)",
-         "cfg": ServeConfig(decode=cpu, requests=args.requests, pairs=length_pairs(traces), **common),
+         "cfg": ServeConfig(decode=cpu, requests=args.requests, pairs=length_pairs(traces), hardware=cpu_hw,
+                            **common),
          "rates": [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.2], "k1": 2, "k2": 5},
     ]
 

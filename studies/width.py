@@ -14,7 +14,7 @@ from common import CPU_DRAFT, CPU_STEP_TOKENS, CPU_TARGET, MPNET_VERIFY, column,
 from plotly.subplots import make_subplots
 
 from lrsim import theory
-from lrsim.latency import Constant
+from lrsim.dists import Constant
 from lrsim.sim import accept_probability
 
 WIDTHS = [1, 2, 3, 4, 6, 8]

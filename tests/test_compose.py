@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from lrsim.cli import main
-from lrsim.compose import JUDGE_TEMPLATE_TOKENS, Behaviour, Hardware, behaviour_from_traces, plan, predict, sim_config
+from lrsim.compose import JUDGE_TEMPLATE_TOKENS, Behaviour, behaviour_from_traces, plan, predict, sim_config
+from lrsim.cost.hardware import HardwareSpec as Hardware
+from lrsim.cost.library import embedded, load_profile
+from lrsim.cost.passcost import ProfileCost, cost_from_dict
+from lrsim.cost.passcost import constant as constant_cost
+from lrsim.cost.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
+from lrsim.dists import Constant
 from lrsim.errors import InputError
-from lrsim.hardware import ContextProfileLatency, embedded, load_profile
-from lrsim.latency import Constant, ConstantLatency, latency_from_dict
-from lrsim.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
 from lrsim.replay import predict as replay_predict
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, read_trace
@@ -67,7 +70,7 @@ def test_constant_profile_equals_a_constant_latency(constant, mode, k1):
     hw = Hardware(constant, "big", "small", verifier_latency=Constant(0.05))
     composed = simulate(sim_config(b, hw, Setting(mode, k1, 1), 3000, 7))
     direct = simulate(SimConfig(mode=mode, k1=k1, alpha1=0.65, c2=1e-9, step_tokens=Constant(40),
-                                target_latency=ConstantLatency(0.02), draft_latency=ConstantLatency(0.005),
+                                target_latency=constant_cost(0.02), draft_latency=constant_cost(0.005),
                                 verifier_latency=Constant(0.05), steps=3000, seed=7))
     assert composed.speedup == pytest.approx(direct.speedup, rel=1e-9)
     assert composed.sim_time == pytest.approx(direct.sim_time, rel=1e-9)
@@ -113,21 +116,20 @@ def test_async_request_end_ends_the_stage():
         SimConfig(request_tokens=Constant(50), width=2, **{k: v for k, v in kw.items()})
 
 
-def test_context_profile_latency(growing):
-    lat = ContextProfileLatency(growing, "big", prompt=500)
-    assert lat.context_aware and lat(1, 1) == pytest.approx(0.015)
-    assert lat.at(1000)(1, 4) == pytest.approx(0.025) and lat.at(1000)(2, 1) == pytest.approx(0.012)
-    assert latency_from_dict(json.loads(json.dumps(lat.to_dict()))) == lat
+def test_profile_cost_over_the_context(growing):
+    lat = ProfileCost.of(growing, "big", "error")
+    assert not lat.context_free and lat.seconds(500, 1, 1) == pytest.approx(0.015)
+    assert lat.seconds(1500, 1, 4) == pytest.approx(0.025) and lat.seconds(1500, 2, 1) == pytest.approx(0.012)
+    assert cost_from_dict(json.loads(json.dumps(lat.to_dict()))).to_dict() == lat.to_dict()
     with pytest.raises(InputError, match=r"growing.json: big: context 2500 is outside the measured range 0..2000"):
-        lat.check(1, 1, committed=2000)
-    assert ContextProfileLatency(growing, "big", prompt=500, extrapolate="linear").at(2000)(1, 1) == \
-        pytest.approx(0.035)
-    one = ContextProfileLatency("h100-ctx0-kernel", "qwen2.5-32b", prompt=9000)
-    assert not one.context_aware and one(1, 1) == pytest.approx(0.027857)
-    ctx = ContextProfileLatency("h100-context-kernel", "qwen2.5-32b", prompt=0)
-    assert ctx(1, 1) == pytest.approx(0.02795)  # below the first measured context: clamped
+        lat.check(1, 1, 500, 2500)
+    assert ProfileCost.of(growing, "big", "linear").seconds(2500, 1, 1) == pytest.approx(0.035)
+    one = ProfileCost.of("h100-ctx0-kernel", "qwen2.5-32b")
+    assert one.context_free and one.seconds(9000, 1, 1) == pytest.approx(0.027857)
+    ctx = ProfileCost.of("h100-context-kernel", "qwen2.5-32b")
+    assert ctx.seconds(0, 1, 1) == pytest.approx(0.02795)  # below the first measured context: clamped
     with pytest.raises(InputError, match="context 0 is outside"):
-        ContextProfileLatency("h100-context-kernel", "qwen2.5-32b", below="error")(1, 1)
+        ProfileCost.of("h100-context-kernel", "qwen2.5-32b", below="error").seconds(0, 1, 1)
 
 
 def test_judge_tp_and_notes(constant):
@@ -186,12 +188,12 @@ def test_replay_hardware_with_context_growth_and_its_limits(capsys):
     code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "4000", "--json")
     assert code == 0, err
     assert any("grows from the prompt (1024 tokens)" in n for n in json.loads(out)["notes"])
-    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "20000")
+    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "20000", "--extrapolate",
+                         "error")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "h100-context-kernel.json: qwen2.5-32b: context 21024 is outside the measured range" in err
-    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "20000", "--extrapolate",
-                         "linear")
-    assert code == 0, err
+    code, out, err = run(capsys, *base, "--prompt-tokens", "1024", "--request-tokens", "20000")
+    assert code == 0, err  # the default policy continues the outermost segment
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -206,8 +208,9 @@ def test_replay_hardware_with_context_growth_and_its_limits(capsys):
     (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "llama", "--draft-arch", "qwen2.5-1.5b",
       "--alpha1", "0.5"], "no architecture 'llama'"),
     (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
-      "--alpha1", "0.5", "--k1", "20", "--mode", "sync"], "batch 17 is outside the measured range 1..16"),
-    (["plan", "--k1-max", "3"], "--k1-max only go(es) with --hardware"),
+      "--alpha1", "0.5", "--alpha2", "0.5", "--k2", "100", "--mode", "ar", "--extrapolate", "error"],
+     "positions 100 is outside the measured range 1..64"),
+    (["plan", "--k1-max", "3"], "--k1-max only goes with --trace, --hardware or --rate"),
 ])
 def test_bad_hardware_input_is_one_line(capsys, argv, message):
     code, out, err = run(capsys, *argv)

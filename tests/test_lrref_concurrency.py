@@ -7,7 +7,6 @@ real-model version of these checks (float32 SmolLM2) is in ``test_lrref_real.py`
 import itertools
 
 import pytest
-
 from toy import ToyBackend, toy_decoder
 
 from lrref.config import DecodeConfig

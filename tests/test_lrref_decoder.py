@@ -7,7 +7,6 @@ some positions (more with sampling), so drafts are accepted sometimes and reject
 import inspect
 
 import pytest
-
 from toy import FakeWorker, ToyBackend, toy_decoder
 
 from lrref.backend import Backend, Engine, Sampling, StepOut, StepRequest

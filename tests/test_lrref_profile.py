@@ -10,7 +10,7 @@ import pytest
 
 from lrref import cli
 from lrref.archs import ARCH_DIR, load_arch, shipped
-from lrsim.profile import read_profile
+from lrsim.cost.profile import read_profile
 
 # params and kv_bytes_per_token (bf16) as measured in shared/gpu/h100/*.json
 SHARED_SHAPES = {

@@ -10,7 +10,6 @@ rejected often and accepted sometimes: both paths run.
 import json
 
 import pytest
-
 from conftest import SlowTarget, require_models
 
 from lrsim.trace import read_trace
@@ -33,10 +32,9 @@ def tiny():
 
 
 def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
-    from lrsim.trace import TraceWriter
-
     from lrref.decoder import DecodeConfig, Decoder, make_header
     from lrref.verifiers import ExactVerifier
+    from lrsim.trace import TraceWriter
 
     path, tgt, drf = tiny
     base = dict(mode=mode, gamma=3, max_step_tokens=20, max_tokens=56, draft_temperature=0.4, threads=1,
@@ -116,10 +114,9 @@ QS3 = QS + ["A train travels 60 km per hour for 3 hours. How far does it go?"]
 
 def decode_many(tiny, mode, tmp_path, concurrency, **kw):
     """QS3 decoded ``concurrency`` at a time (one after the other at 1), greedy, token-identical verifier."""
-    from lrsim.trace import TraceWriter
-
     from lrref.decoder import DecodeConfig, Decoder, make_header
     from lrref.verifiers import ExactVerifier
+    from lrsim.trace import TraceWriter
 
     path, tgt, drf = tiny
     cfg = DecodeConfig(**(dict(mode=mode, gamma=2, max_step_tokens=16, max_tokens=32, draft_temperature=0.4,
@@ -312,10 +309,9 @@ def qwen():
 
 def test_qwen_pair_lossless_short(qwen, tmp_path):
     """Greedy + token-identical acceptance on the default pair: lr-sync+sd and lr-async == ar (float32)."""
-    from lrsim.trace import TraceWriter
-
     from lrref.decoder import DecodeConfig, Decoder, make_header
     from lrref.verifiers import ExactVerifier
+    from lrsim.trace import TraceWriter
 
     dpath, tpath, tgt, drf = qwen
     q = "A bakery makes 120 muffins. It sells 45 in the morning and 38 in the afternoon. How many are left?"

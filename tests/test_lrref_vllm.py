@@ -8,7 +8,6 @@ skipped there.  Run it with: ``python -m pytest -q tests/test_lrref_vllm.py``.
 import importlib.util
 
 import pytest
-
 from conftest import require_models
 
 pytestmark = [pytest.mark.models,

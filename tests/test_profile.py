@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from lrsim.cli import main
+from lrsim.cost.library import embedded, load_profile
+from lrsim.cost.passcost import ProfileCost, cost_from_dict, cost_ratio
+from lrsim.cost.profile import ArchProfile, Prefill, Profile, Provenance, read_profile, write_profile
 from lrsim.errors import InputError
-from lrsim.hardware import ProfileLatency, cost_ratio, embedded, load_profile
-from lrsim.latency import latency_from_dict
-from lrsim.profile import ArchProfile, Prefill, Profile, Provenance, read_profile, write_profile
 
 SHARED = Path(os.environ.get("LRSIM_GPU_SRC", Path(__file__).resolve().parents[1].parent / "shared/gpu/h100"))
 if not SHARED.is_dir():
@@ -219,17 +219,19 @@ def test_embedded_h100_profiles_reproduce_every_shared_number():
     assert n == 2 * (60 + 32 + 4 * 25 + 2 * 25)  # all of latency-context.json, every L1024 key of the others
 
 
-def test_cost_ratio_and_adapter():
-    c1 = cost_ratio("h100-context-kernel", "qwen2.5-1.5b", "qwen2.5-32b", context=1024)
-    assert c1 == pytest.approx(3.637 / 27.95)
-    lat = ProfileLatency("h100-context-kernel", "qwen2.5-32b", 1024)
-    assert lat(1, 1) == pytest.approx(0.02795) and lat(4, 8) == pytest.approx(0.043119)
-    assert lat(3, 1) == pytest.approx((0.029254 + 0.031774) / 2)
-    with pytest.raises(ValueError, match="h100-context-kernel.json: qwen2.5-32b: batch 32 is outside"):
-        lat.check(32, 1)
-    assert latency_from_dict(json.loads(json.dumps(lat.to_dict()))) == lat
+def test_cost_ratio_and_profile_cost():
+    t, d = (ProfileCost.of("h100-context-kernel", a, "error") for a in ("qwen2.5-32b", "qwen2.5-1.5b"))
+    assert cost_ratio(d, t, context=1024) == pytest.approx(3.637 / 27.95)
+    assert t.seconds(1024, 1, 1) == pytest.approx(0.02795) and t.seconds(1024, 4, 8) == pytest.approx(0.043119)
+    assert t.seconds(1024, 3, 1) == pytest.approx((0.029254 + 0.031774) / 2)
+    a = t.table
+    big = a.batch[-1]
+    assert t.seconds(1024, 2 * big, 1) == pytest.approx(t.seconds(1024, big, 2))  # rows beyond the grid fold
+    with pytest.raises(ValueError, match="h100-context-kernel.json: qwen2.5-32b: positions 100 is outside"):
+        t.check(1, 100, 1024, 1024)
+    assert cost_from_dict(json.loads(json.dumps(t.to_dict()))).to_dict() == t.to_dict()
     with pytest.raises(InputError, match="no architecture 'llama'"):
-        ProfileLatency("h100-context-kernel", "llama", 0)
+        ProfileCost.of("h100-context-kernel", "llama")
     with pytest.raises(InputError, match="neither an embedded profile"):
         load_profile("h100-nonexistent")
 
@@ -237,13 +239,12 @@ def test_cost_ratio_and_adapter():
 def test_simulator_runs_on_a_profile():
     from lrsim.sim import SimConfig, simulate
 
-    kw = dict(profile="h100-context-kernel", context=8192)
-    cfg = SimConfig(mode="sync", k1=2, steps=200, target_latency=ProfileLatency(arch="qwen2.5-32b", **kw),
-                    draft_latency=ProfileLatency(arch="qwen2.5-1.5b", **kw))
+    t, d = (ProfileCost.of("h100-context-kernel", a) for a in ("qwen2.5-32b", "qwen2.5-1.5b"))
+    cfg = SimConfig(mode="sync", k1=2, steps=200, target_latency=t, draft_latency=d, prompt_tokens=8192)
     r = simulate(cfg)
     assert r.c1_eff == pytest.approx(4.41 / 34.444, rel=1e-6) and r.speedup > 1
     with pytest.raises(ValueError, match="batch 4 positions 1 .*was not measured"):
-        SimConfig(mode="sync", k1=4, target_latency=ProfileLatency(arch="qwen2.5-32b", **kw))
+        SimConfig(mode="sync", k1=4, target_latency=t, prompt_tokens=8192)
 
 
 # --- lrsim profiles ----------------------------------------------------------------------------------
@@ -274,7 +275,8 @@ def test_lrsim_profiles_json_file_path_and_pricing(capsys, tmp_path):
 
 
 def test_lrsim_profile_modules_do_not_import_torch():
-    code = ("import sys, lrsim.hardware, lrsim.profile, lrsim.cli; lrsim.hardware.load_profile('h100-ctx0-kernel');"
+    code = ("import sys, lrsim.cost.library, lrsim.cost.profile, lrsim.cli; "
+            "lrsim.cost.library.load_profile('h100-ctx0-kernel');"
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -289,7 +291,7 @@ def test_embedded_profiles_are_small():
 
 def test_profile_check_on_a_synthetic_ar_trace(tmp_path):
     """Steps after the first: pass j of a step that starts after G tokens sees prompt + G - 1 + j cached tokens."""
-    from lrsim.profile_check import compare
+    from lrsim.cost.check import compare
     from lrsim.trace import Header, RequestRecord, StepRecord, read_trace, write_trace
 
     def t(L):  # ms per pass at context L, affine: exact for linear interpolation

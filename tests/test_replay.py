@@ -6,6 +6,7 @@ import pytest
 
 from lrsim.calibrate import calibrate_files
 from lrsim.cli import main
+from lrsim.cost.passcost import grid
 from lrsim.replay import plan_from_traces, predict, predict_files
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, read_trace, recorded_setting
@@ -54,7 +55,7 @@ def test_replay_predicts_another_depth(des_traces):
 
 def test_token_speculation_needs_data(des_traces):
     d, *_ = des_traces
-    with pytest.raises(ValueError, match="token-speculation"):
+    with pytest.raises(ValueError, match="token speculation"):
         predict([read_trace(d / "async.jsonl")], Setting("async", 4, 3), steps=1000, bootstrap=0)
 
 
@@ -93,29 +94,46 @@ def test_cli_replay_and_trace_plan(des_traces, capsys, tmp_path):
     assert "unsupported lr-trace version 9" in capsys.readouterr().err
 
 
-def test_token_factor_and_separable_target_latency(tmp_path):
-    """A pass with k2 positions per row costs r(k2) x a one-position pass; the factor measured by ar/sd
-    traces prices k2 for a setup (here async) that only ran k2 = 1."""
-    from lrsim.latency import GridLatency
-    from lrsim.replay import target_latency, token_factor
+def test_a_profile_calibrated_from_traces_recovers_a_linear_engine_exactly(tmp_path):
+    """Traces of an engine whose pass costs a + c b + d b (q - 1): the calibrated profile is that engine on every
+    grid point (ar: b = 1, q = 1; sd: b = 1, q = 3; sync with constant steps: b = k1 on every pass)."""
+    from lrsim.cost.fromtraces import GRID_BATCH, GRID_POSITIONS, profile_from_traces
+    from lrsim.dists import Constant
 
-    grid = GridLatency((1, 2, 4), (1, 3), ((0.02, 0.024), (0.022, 0.0264), (0.026, 0.0312)), extrapolate="clamp")
-    common = dict(alpha1=0.7, c1=0.25, alpha2=0.6, c2=1e-9, steps=3000, seed=2, target_latency=grid)
-    paths = [tmp_path / "ar.jsonl", tmp_path / "sd.jsonl", tmp_path / "async.jsonl"]
-    simulate(SimConfig(mode="ar", k1=1, **common), trace=paths[0])
-    simulate(SimConfig(mode="ar", k1=1, k2=3, **common), trace=paths[1])
-    simulate(SimConfig(mode="async", k1=3, **common), trace=paths[2])
-    traces = [read_trace(p) for p in paths]
-    assert token_factor(traces, 1) == 1.0
-    assert token_factor(traces, 3) == pytest.approx(1.2, rel=1e-6)
-    assert token_factor(traces, 5) == pytest.approx(1.4, rel=1e-6)  # linear beyond the measured k2
-    assert token_factor(traces[:1] + traces[2:], 3) is None  # nobody ran k2 > 1
-    lat = target_latency(traces[2:], traces, 3)
-    for b in sorted({s.target_batch for s in traces[2].steps if s.target_batch}):
-        assert lat(b, 3) == pytest.approx(1.2 * lat(b, 1), rel=1e-6)
-    # async steps span passes of several batch sizes (their record keeps the rounded mean batch), so the
-    # per-batch times of this setup are blurred but stay inside the true table's range
-    assert 0.02 <= lat(1, 1) <= 0.026
+    def ms(b, q):
+        return 20 + 2 * b + 1.5 * b * (q - 1)  # fixed, per row, per speculated position
+
+    engine = grid((1, 2, 4), (1, 3), tuple(tuple(ms(b, q) / 1e3 for q in (1, 3)) for b in (1, 2, 4)), "linear")
+    common = dict(alpha1=0.7, c1=0.25, alpha2=0.6, c2=1e-12, steps=1500, seed=2, target_latency=engine,
+                  step_tokens=Constant(40))
+    runs = {"ar": dict(mode="ar", k1=1), "sd": dict(mode="ar", k1=1, k2=3), "s2": dict(mode="sync", k1=2),
+            "s3": dict(mode="sync", k1=3)}
+    traces = []
+    for name, kw in runs.items():
+        simulate(SimConfig(**common, **kw), trace=tmp_path / f"{name}.jsonl")
+        traces.append(read_trace(tmp_path / f"{name}.jsonl"))
+    prof = profile_from_traces(traces, alpha2=0.6)
+    entry = prof.arch(prof.entry("simulated-target", "sync", "target"))
+    for i, b in enumerate(GRID_BATCH):
+        for j, q in enumerate(GRID_POSITIONS):
+            assert entry.ms[0][i][j] == pytest.approx(ms(b, q), rel=1e-8), (b, q)  # c2 = 1e-9 per position
+    assert "weighted rms residual 0.0%" in prof.provenance.notes[0]
+
+
+def test_replay_is_composition_with_the_calibrated_profile(des_traces, tmp_path, capsys):
+    """calibrate --profile-out, then replay --hardware on that file: the same prediction as replay on the traces."""
+    d, *_ = des_traces
+    paths = [str(d / "ar.jsonl"), str(d / "async.jsonl")]
+    out = tmp_path / "cal.json"
+    assert main(["calibrate", *paths, "--profile-out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    args = ["--mode", "async", "--k1", "3", "--steps", "2000", "--bootstrap", "0", "--json"]
+    assert main(["replay", *paths, *args]) == 0
+    own = json.loads(capsys.readouterr().out)
+    assert main(["replay", *paths, *args, "--hardware", str(out), "--target-arch", "simulated-target",
+                 "--draft-arch", "simulated-draft"]) == 0
+    via = json.loads(capsys.readouterr().out)
+    assert via["speedup"] == own["speedup"] and via["c1"] == pytest.approx(own["c1"])
 
 
 def _rewrite_header(src, dst, **changes):
@@ -137,13 +155,13 @@ def test_replay_reads_the_setting_not_the_writers_config(des_traces, tmp_path):
     assert [recorded_setting(t.header) for t in other] == [recorded_setting(t.header) for t in own]
     a = predict(own, Setting("async", 3, 1), steps=2000, bootstrap=0)
     b = predict(other, Setting("async", 3, 1), steps=2000, bootstrap=0)
-    assert a.speedup == b.speedup and a.setting == b.setting == Setting("async", 3, 1, 1, "one", "default")
+    assert a.speedup == b.speedup and a.setting == b.setting == Setting("async", 3, 1, 1, "one", "traces@default")
 
 
 def test_verifier_calls_without_spans_come_from_the_setting(des_traces):
     from dataclasses import replace
 
-    from lrsim.replay import verify_calls
+    from lrsim.compose import verify_calls
 
     d, *_ = des_traces
     sync = read_trace(d / "sync_sd.jsonl")

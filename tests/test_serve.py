@@ -11,7 +11,9 @@ import simpy
 
 from lrsim import theory
 from lrsim.cli import main
-from lrsim.latency import Constant, ConstantLatency, Exponential, LogNormal, Uniform
+from lrsim.cost.hardware import HardwareSpec
+from lrsim.cost.passcost import constant
+from lrsim.dists import Constant, Exponential, LogNormal, Uniform
 from lrsim.serve import run as serve_run
 from lrsim.serve.arrivals import make_requests, read_arrivals
 from lrsim.serve.config import RequestSpec, ServeConfig, mode_config
@@ -135,7 +137,7 @@ def serve_one(cfg, mode, output, seed=0, prompt=1):
 
 
 def test_ar_request_is_prefill_then_one_pass_per_token():
-    cfg = ServeConfig(decode=SimConfig(target_latency=ConstantLatency(0.5), step_tokens=Constant(4)), requests=1)
+    cfg = ServeConfig(decode=SimConfig(target_latency=constant(0.5), step_tokens=Constant(4)), requests=1)
     r = serve_one(cfg, "ar", output=11, prompt=300)
     assert (r.t_first, r.t_end) == (0.5, 5.5)  # the prompt in one 2048-token chunk; 10 more passes
 
@@ -223,8 +225,8 @@ def test_one_request_in_the_system_gives_simulates_time_per_token():
 def test_littles_law_at_a_stable_load():
     dec = SimConfig(k1=3, alpha1=0.6, step_tokens=LogNormal(40, 0.5))
     cfg = ServeConfig(decode=dec, requests=120, output_tokens=Constant(300), prompt_tokens=Constant(200),
-                      replications=5, warmup=0.25, hardware="h100-ctx0-kernel", target_arch="qwen2.5-32b",
-                      draft_arch="qwen2.5-1.5b")
+                      replications=5, warmup=0.25,
+                      hardware=HardwareSpec("h100-ctx0-kernel", "qwen2.5-32b", "qwen2.5-1.5b"))
     _, per_run = serve_grid(cfg, ["ar", "lr-async"], [1.5], workers=1)
     for mode in ("ar", "lr-async"):
         d = [m["requests_in_system"] - m["little_rate_x_e2e"] for m in per_run if m["mode"] == mode]

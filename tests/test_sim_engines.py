@@ -4,7 +4,8 @@ import itertools
 
 import pytest
 
-from lrsim.latency import Constant, ConstantLatency, CurveLatency, LogNormal, Uniform
+from lrsim.cost.passcost import constant, curve
+from lrsim.dists import Constant, LogNormal, Uniform
 from lrsim.sim import SimConfig, simulate
 
 
@@ -18,8 +19,8 @@ def test_general_server_equals_fixed_rate_server(mode, join, k1, k2, v):
     # times are binary fractions, so both servers compute them exactly and ties break the same way
     kw = dict(mode=mode, join=join, k1=k1, k2=k2, c2=0.25, step_tokens=Uniform(4, 12), verifier_cost=v,
               alpha1=0.6, c1=0.25, steps=300, seed=3)
-    a = run(**kw, target_latency=ConstantLatency(0.125)).to_dict()
-    b = run(**kw, target_latency=CurveLatency((1, 64), (0.125, 0.125))).to_dict()  # same T, general server
+    a = run(**kw, target_latency=constant(0.125)).to_dict()
+    b = run(**kw, target_latency=curve((1, 64), (0.125, 0.125))).to_dict()  # same T, general server
     for key in ("speedup", "steps", "cycles", "sim_time", "baseline_time", "acceptance_rate", "output_tokens"):
         assert a[key] == pytest.approx(b[key], rel=1e-12), key
     for key in ("target_utilisation", "wasted_target_work"):  # differ only in booking a sequence cut at the end
@@ -28,13 +29,13 @@ def test_general_server_equals_fixed_rate_server(mode, join, k1, k2, v):
 
 @pytest.mark.parametrize("mode, k1, k2, width, tree, tokens, model, latency", [
     ("sync", 4, 1, 1, False, "sampled", Constant(52), None),
-    ("sync", 4, 3, 1, False, "sampled", LogNormal(20, 0.6), CurveLatency((1, 4, 16), (0.05, 0.06, 0.1))),
+    ("sync", 4, 3, 1, False, "sampled", LogNormal(20, 0.6), curve((1, 4, 16), (0.05, 0.06, 0.1))),
     ("sync", 3, 3, 3, False, "mean", Constant(8), None),
     ("sync", 3, 1, 2, True, "sampled", LogNormal(20, 0.6), None),
     ("sync", 1, 3, 1, False, "sampled", Constant(8), None),
     ("sync-per-pair", 4, 2, 1, False, "sampled", LogNormal(20, 0.6), None),
     ("ar", 1, 1, 1, False, "sampled", LogNormal(20, 0.6), None),
-    ("ar", 1, 4, 1, False, "sampled", Constant(8), CurveLatency((1, 4, 16), (0.05, 0.06, 0.1))),
+    ("ar", 1, 4, 1, False, "sampled", Constant(8), curve((1, 4, 16), (0.05, 0.06, 0.1))),
     ("ar", 1, 4, 1, False, "mean", LogNormal(20, 0.6), None),
 ])
 def test_renewal_engine_reproduces_the_event_engine(mode, k1, k2, width, tree, tokens, model, latency):
@@ -43,7 +44,7 @@ def test_renewal_engine_reproduces_the_event_engine(mode, k1, k2, width, tree, t
               token_model=tokens, step_tokens=model, target_latency=latency,
               join="immediate" if tokens == "mean" else "iteration", alpha1=0.6,
               correlation=0.3, verifier_latency=Uniform(0.0, 0.1), steps=3000, seed=7,
-              draft_latency=CurveLatency((1, 64), (0.01, 0.02), axis="batch") if width > 1 else None)
+              draft_latency=curve((1, 64), (0.01, 0.02), axis="batch") if width > 1 else None)
     a = run(engine="des", **kw).to_dict()
     b = run(engine="renewal", **kw).to_dict()
     assert (a["engine"], b["engine"]) == ("des", "renewal")

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from lrsim.latency import Constant, CurveLatency, LogNormal, Uniform
+from lrsim.cost.passcost import curve
+from lrsim.dists import Constant, LogNormal, Uniform
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import read_trace
 
@@ -71,7 +72,7 @@ def test_request_cap_is_refused_where_it_is_not_modelled():
 @ENGINES
 def test_sync_batch_dependent_latency(engine):
     # T(1) = 1, T(2) = 1.5 per pass: draft 0.2, then a batch of 2 costs 1.5
-    lat = CurveLatency((1, 2), (1.0, 1.5), axis="batch")
+    lat = curve((1, 2), (1.0, 1.5), axis="batch")
     r = run(mode="sync", alpha1=1.0, c1=0.2, k1=2, step_tokens=ONE, target_latency=lat, steps=4, engine=engine)
     assert r.sim_time == pytest.approx(2 * 1.7, abs=1e-12)
     assert r.speedup == pytest.approx(4 / 3.4, abs=1e-12)
@@ -134,7 +135,7 @@ def test_ar_baseline_and_token_sd_exact(engine):
 @ENGINES
 def test_width_tree_batches_the_drafter(engine):
     # draft latency grows with the batch: depth 0 drafts 2 candidates (1.0 s/pass), depth 1 drafts 4 (2.0 s/pass)
-    dl = CurveLatency((1, 2, 4), (0.5, 1.0, 2.0), axis="batch")
+    dl = curve((1, 2, 4), (0.5, 1.0, 2.0), axis="batch")
     r = run(mode="sync", alpha1=1.0, k1=3, width=2, tree=True, step_tokens=ONE, draft_latency=dl, steps=3,
             engine=engine)
     assert r.sim_time == pytest.approx(1.0 + 2.0 + 1.0, abs=1e-12)
@@ -151,7 +152,7 @@ def test_width_tree_batches_the_drafter(engine):
     (dict(k1=4, k2=4, budget=8), "over budget"),
     (dict(tree=True), "sync mode only"),
     (dict(k2=2, token_model="mean"), "use join 'immediate'"),
-    (dict(mode="sync", k1=8, target_latency=CurveLatency((1, 4), (1.0, 1.2))), "outside the latency table"),
+    (dict(mode="sync", k1=8, target_latency=curve((1, 4), (1.0, 1.2))), "outside the measured range"),
     (dict(mode="sync", width=8, k1=6, tree=True), "exceeds"),
     (dict(mode="async", engine="renewal"), "sync and ar only"),
     (dict(verify_calls="twice"), "verify_calls must be one of one, per_pair"),
@@ -165,7 +166,7 @@ def test_bad_configurations_raise_one_line(kw, msg):
 
 
 def test_config_round_trips_through_a_dict():
-    cfg = SimConfig(mode="sync", step_tokens=LogNormal(52, 0.4), target_latency=CurveLatency((1, 8), (1, 2)),
+    cfg = SimConfig(mode="sync", step_tokens=LogNormal(52, 0.4), target_latency=curve((1, 8), (1, 2)),
                     verifier_latency=Uniform(0.0, 0.1), request_tokens=Constant(300), budget=16)
     d = json.loads(json.dumps(cfg.to_dict()))
     assert SimConfig.from_dict(d) == cfg

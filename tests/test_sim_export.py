@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from lrsim.latency import Uniform
+from lrsim.dists import Uniform
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, read_trace, recorded_setting
 

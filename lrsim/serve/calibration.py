@@ -1,55 +1,44 @@
-"""A serving workload from lr-traces: decoding settings and request lengths calibrated from recorded runs.
+"""A serving workload from lr-traces: behaviour, timing and request lengths calibrated from recorded runs.
 
 Any decoder that writes the lr-trace format (``docs/trace-schema.md``: lrref,
-or another engine) can feed this, as :mod:`lrsim.replay` does:
+or another engine) can feed this, as :mod:`lrsim.replay` does, through the
+same two halves:
 
-- behaviour from every trace: step acceptance ``alpha1``, token acceptance
-  ``alpha2``, empirical draft and target step lengths, the verifier's latency
-  sample, how the sync verifier was called;
-- timing from the traces of one hardware setup (``setting.hardware``;
-  default: the lr-async setup, where target and drafter run on devices of
-  their own, as the serving model assumes): the target's pass latency
-  ``T(batch, k2)`` (:func:`lrsim.replay.target_latency`) and the draft's cost
-  per token by batch;
+- behaviour (:func:`lrsim.compose.behaviour_from_traces`): step acceptance
+  ``alpha1``, token acceptance ``alpha2``, empirical draft and target step
+  lengths, the verifier's latency sample, how the sync verifier was called;
+- timing (:func:`lrsim.replay.trace_hardware`): the profile the traces
+  calibrate, each mode priced on the setup its own traces ran on (sync modes
+  on theirs, lr-async on its own), as replay prices them;
 - request lengths: the recorded (prompt, output) pairs, resampled jointly.
-
-Latencies from traces have no context axis: the engines price them
-context-free (:class:`lrsim.serve.pricing.ModelPricer`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Sequence
 
-from ..calibrate import calibrate
+from ..compose import sim_config
+from ..cost.hardware import HardwareSpec
 from ..errors import InputError
-from ..replay import sim_config, target_latency, verify_calls
 from ..sim import SimConfig
-from ..trace import Setting, Trace, recorded_setting
+from ..trace import Setting, Trace
 
 
-def setup_traces(traces: Sequence[Trace], setup: str | None = None) -> tuple[list[Trace], str]:
-    """The traces of one hardware setup: ``setup``, else the lr-async one, else the first trace's."""
-    labels = [recorded_setting(t.header).hardware for t in traces]
-    if setup is None:
-        asy = [lab for t, lab in zip(traces, labels) if recorded_setting(t.header).mode == "async"]
-        setup = asy[0] if asy else labels[0]
-    group = [t for t, lab in zip(traces, labels) if lab == setup]
-    if not group:
-        raise InputError(f"no trace recorded on hardware setup {setup!r} (have: {', '.join(sorted(set(labels)))})")
-    return group, setup
+def decode_from_traces(traces: Sequence[Trace], k2: int = 1) -> tuple[SimConfig, HardwareSpec]:
+    """Per-request decoding settings calibrated from ``traces`` and the traces' hardware spec (every mode's
+    pass costs; the settings carry the async setup's, which :func:`lrsim.serve.config.mode_config` replaces
+    per mode)."""
+    from dataclasses import replace
 
+    from ..compose import behaviour_from_traces
+    from ..replay import trace_hardware
 
-def decode_from_traces(traces: Sequence[Trace], k2: int = 1, setup: str | None = None) -> tuple[SimConfig, str]:
-    """Per-request decoding settings calibrated from ``traces`` (target latency priced up to ``k2`` positions)."""
-    behaviour = calibrate(traces)
-    group, setup = setup_traces(traces, setup)
-    timing = calibrate(group)
-    target = target_latency(group, traces, k2)
-    setting = Setting("async", 2, k2)
-    sim = sim_config(behaviour, timing, setting, steps=1, seed=0, target=target, calls=verify_calls(traces))
-    return replace(sim, request_tokens=None), setup
+    b = behaviour_from_traces(traces)
+    hw = trace_hardware(traces, b.alpha2)
+    if b.alpha1 != b.alpha1:  # nan: no verified drafts; ar and sd still serve
+        b = replace(b, alpha1=0.5)
+    sim = sim_config(b, hw, Setting("async", 2, k2), steps=1, seed=0)
+    return replace(sim, request_tokens=None), hw
 
 
 def length_pairs(traces: Sequence[Trace]) -> tuple[tuple[int, int], ...]:

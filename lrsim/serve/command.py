@@ -6,15 +6,15 @@ import argparse
 from dataclasses import replace
 from typing import Sequence
 
+from ..cost.hardware import HardwareSpec
+from ..dists import Constant
 from ..errors import InputError
-from ..latency import Constant
 from ..sim import SimConfig
 from .arrivals import file_rate, read_arrivals
 from .config import ServeConfig, check_mode, check_rate
 
 WORKLOAD = ("requests", "arrival", "arrival_cv", "prompt_tokens", "output_tokens")
 ENGINE = ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens", "verifier_slots", "reprice")
-HARDWARE = ("hardware", "target_arch", "draft_arch", "extrapolate")
 MEASURE = ("replications", "warmup", "slo_ttft_s", "slo_tpot_ms", "slo_e2e_s")
 
 
@@ -65,9 +65,10 @@ def _given(a: argparse.Namespace, names: Sequence[str]) -> dict:
     return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
 
 
-def build_config(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) -> ServeConfig:
+def build_config(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | None = None,
+                 traces: list | None = None) -> ServeConfig:
     """A :class:`ServeConfig` from the arguments the user gave (defaults for the rest)."""
-    kw = _given(a, WORKLOAD + ENGINE + HARDWARE + MEASURE) | {"decode": decode}
+    kw = _given(a, WORKLOAD + ENGINE + MEASURE) | {"decode": decode, "hardware": hardware}
     if kw.get("arrival") == "closed":
         del kw["arrival"]  # the closed loop is --concurrency's
     if getattr(a, "serve_seed", None) is not None:
@@ -86,17 +87,20 @@ def build_config(a: argparse.Namespace, decode: SimConfig, traces: list | None =
     return ServeConfig(**kw)
 
 
-def decode_config(a: argparse.Namespace, settings: dict, traces: list | None, k2_max: int = 1) -> SimConfig:
-    """Per-request decoding: calibrated from ``traces`` (flags given on top), else from the flags."""
+def decode_config(a: argparse.Namespace, settings: dict, traces: list | None, k2_max: int = 1,
+                  hw: HardwareSpec | None = None) -> tuple[SimConfig, HardwareSpec | None]:
+    """Per-request decoding and the hardware spec: behaviour calibrated from ``traces`` (flags given on top),
+    else from the flags; timing from ``hw`` (``--hardware``), else the traces' own profile, else the flags."""
     if not traces:
-        return SimConfig(**settings)
+        return SimConfig(**settings), hw
     from .calibration import decode_from_traces
 
-    sim, _ = decode_from_traces(traces, max(k2_max, settings.get("k2", 1)), getattr(a, "trace_setup", None))
-    return replace(sim, **settings)
+    sim, own = decode_from_traces(traces, max(k2_max, settings.get("k2", 1)))
+    return replace(sim, **settings), hw or own
 
 
-def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) -> str:
+def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | None = None,
+          traces: list | None = None) -> str:
     """Run ``lrsim serve``: the grid, then the table/JSON, ``--out`` and ``--figure``."""
     from ..plots import save_figure
     from ..sweep import check_output, write_rows
@@ -104,7 +108,7 @@ def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) 
     from .grid import check_grid, serve_grid
     from .report import figure, format_rows, json_rows
 
-    cfg = build_config(a, decode, traces)
+    cfg = build_config(a, decode, hardware, traces)
     modes, (rates, key) = serve_modes(a, decode.k2), parse_loads(a)
     if rates == [None] and cfg.trace_arrivals is None:
         raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
@@ -126,7 +130,8 @@ def serve(a: argparse.Namespace, decode: SimConfig, traces: list | None = None) 
 
 def _title(cfg: ServeConfig, key: str) -> str:
     d = cfg.decode
-    lat = f"profile {cfg.hardware} ({cfg.target_arch}/{cfg.draft_arch or 'c1'})" if cfg.hardware else "latency model"
+    hw = cfg.hardware
+    lat = f"profile {hw.name} ({hw.target_arch}/{hw.draft_arch or 'c1'})" if hw else "latency model"
     src = f"arrivals file (mean rate {file_rate(cfg) or 0:.3g}/s)" if cfg.trace_arrivals else f"{cfg.arrival} arrivals"
     src = "closed loop (N concurrent clients)" if key == "concurrency" else src
     out = "traces" if cfg.pairs else (f"{cfg.output_tokens.mean:g}" if isinstance(cfg.output_tokens, Constant)

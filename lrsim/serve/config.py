@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..cost.hardware import HardwareSpec
+from ..dists import Constant, Dist
 from ..errors import InputError
 from ..fields import option
-from ..latency import Constant, Dist
 from ..sim import SimConfig
 
 SERVE_MODES = ("ar", "sd", "lr-sync", "lr-async")  #: target only, token SD, LR Algorithm 1, pipelined LR
@@ -62,10 +63,9 @@ class ServeConfig:
     prefill_drafts: bool = option("an LR target row first prefills the draft step it has not seen (prefix caching "
                                   "shares the rest); a drafter after a rejection prefills the target's step", True)
     reprice: int = option("a context-aware price is refreshed at least every this many iterations", 16)
-    hardware: str | None = option("latency profile (embedded name or file) pricing target and draft passes")
-    target_arch: str | None = option("target architecture in the profile")
-    draft_arch: str | None = option("draft architecture in the profile")
-    extrapolate: str = option("profile outside its grid: 'linear', 'clamp' or 'error'", "linear")
+    hardware: HardwareSpec | None = option("latency profile, architectures and policies pricing each mode's "
+                                           "target and draft passes on that mode's setup (None: the decoding "
+                                           "settings' own costs)")
     replications: int = option("independent replications (intervals are over them)", 4)
     warmup: float = option("share of requests dropped at each end of a run (warm-up and drain)", 0.1)
     seed: int = option("random seed", 0)
@@ -100,11 +100,7 @@ def validate(cfg: ServeConfig) -> None:
         raise InputError(f"verifier_slots must be an integer >= 0, got {cfg.verifier_slots!r}")
     if not (0 <= cfg.warmup < 0.5):
         raise InputError(f"warmup must lie in [0, 0.5), got {cfg.warmup!r}")
-    if cfg.extrapolate not in ("linear", "clamp", "error"):
-        raise InputError(f"extrapolate must be linear, clamp or error, got {cfg.extrapolate!r}")
     _check_decode(cfg.decode)
-    if cfg.hardware is not None and cfg.target_arch is None:
-        raise InputError("a latency profile (hardware) needs the target architecture (target_arch)")
 
 
 def _check_decode(sim: SimConfig) -> None:
@@ -138,7 +134,14 @@ def mode_config(cfg: ServeConfig, mode: str, seed: int = 0) -> SimConfig:
         raise InputError("mode sd (token-level SD) needs k2 >= 2")
     k1 = 1 if mode in ("ar", "sd") else sim.k1
     k2 = 1 if mode == "ar" else sim.k2
-    return replace(sim, mode=SIM_MODE[mode], k1=k1, k2=k2, seed=seed, steps=1)
+    sim = replace(sim, mode=SIM_MODE[mode], k1=k1, k2=k2, seed=seed, steps=1)
+    hw = cfg.hardware
+    if hw is None:
+        return sim
+    kw = {"target_latency": hw.target(sim.mode), "draft_latency": hw.draft(sim.mode) or sim.draft_latency}
+    if hw.verifier_latency is not None:
+        kw["verifier_latency"] = hw.verifier_latency
+    return replace(sim, **kw)
 
 
 def target_rows(sim: SimConfig) -> int:

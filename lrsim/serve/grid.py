@@ -17,6 +17,7 @@ from .config import ServeConfig, check_mode, check_rate, mode_config
 from .metrics import combine, run_metrics
 from .run import build_world, check_fits, run_once
 
+
 def preflight(cfg: ServeConfig, modes: Sequence[str], rates: Sequence[float | None]) -> None:
     """Raise a one-line :class:`~lrsim.errors.InputError` for anything the runs would refuse."""
     if not modes:

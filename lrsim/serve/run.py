@@ -64,9 +64,9 @@ def check_fits(cfg: ServeConfig, mode: str, specs: list[RequestSpec]) -> None:
 
 def build_world(cfg: ServeConfig, mode: str) -> tuple[World, object]:
     """The shared engines, verifier and admission of a run, and the mode's per-request settings."""
-    sim = mode_config(cfg, mode)
+    sim = replace(mode_config(cfg, mode), prompt_tokens=round(mean_prompt(cfg)))
     env = simpy.Environment()
-    target_price, draft_price, sim = pricers(cfg, sim, mean_prompt(cfg))
+    target_price, draft_price = pricers(sim)
     rows = target_rows(sim)
     check_pricer(target_price, "target", cfg.max_num_seqs, (1.0, float(sim.k2)), mean_prompt(cfg))
     target = BatchEngine(env, target_price, cfg.max_num_batched_tokens, cfg.reprice, cfg.max_num_seqs)

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.passcost import PassCost, cost_from_dict
+from ..dists import Constant, Dist, Empirical, LogNormal, Uniform, dist_from_dict
 from ..errors import InputError
 from ..fields import option
-from ..latency import Constant, Dist, Empirical, Latency, LogNormal, Uniform, dist_from_dict, latency_from_dict
 from ..modes import SIM_MODES, VERIFY_CALLS
 
 MODES = SIM_MODES
@@ -50,8 +51,11 @@ class SimConfig:
                                "in order, up to the first rejection (lrref's sync decoder)", "one")
     step_tokens: Dist = option("tokens per target step (rounded, >= 1)", Constant(STEP_TOKENS))
     draft_tokens: Dist | None = option("tokens per draft step; None: same distribution as step_tokens")
-    target_latency: Latency | None = option("target forward-pass latency; None: constant, so that T = 1")
-    draft_latency: Latency | None = option("draft forward-pass latency; None: constant, c1 T per mean draft step")
+    target_latency: PassCost | None = option("target forward-pass cost (lrsim.cost); None: constant, so that T = 1")
+    draft_latency: PassCost | None = option("draft forward-pass cost (lrsim.cost); None: constant, c1 T per mean "
+                                            "draft step")
+    prompt_tokens: int = option("tokens in the KV cache when a request starts: a context-aware cost prices each "
+                                "cycle (async: stage) at prompt + the tokens its request has committed", 0)
     draft_sd: bool = option("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
     token_model: str = option("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
                               "sampled")
@@ -82,7 +86,7 @@ class SimConfig:
                 kw[name] = dist_from_dict(kw[name])
         for name in LATENCY_FIELDS:
             if isinstance(kw.get(name), dict):
-                kw[name] = latency_from_dict(kw[name])
+                kw[name] = cost_from_dict(kw[name])
         return cls(**kw)
 
 
@@ -126,7 +130,7 @@ def _check_numbers(cfg: SimConfig) -> None:
     if not (isinstance(cfg.verifier_cost, (int, float)) and math.isfinite(cfg.verifier_cost)
             and cfg.verifier_cost >= 0):
         raise InputError(f"verifier_cost must be a finite number >= 0, got {cfg.verifier_cost!r}")
-    for name, lo in (("k1", 1), ("k2", 1), ("width", 1), ("steps", 1), ("batches", 2)):
+    for name, lo in (("k1", 1), ("k2", 1), ("width", 1), ("steps", 1), ("batches", 2), ("prompt_tokens", 0)):
         _int(name, getattr(cfg, name), lo)
     _int("seed", cfg.seed, 0)
 
@@ -167,22 +171,20 @@ def _check_budget(cfg: SimConfig) -> None:
 def _check_latencies(cfg: SimConfig) -> None:
     """Every batch and token count the run can ask the latency models for is priced (at every context a
     context-aware model can see: up to the longest request)."""
-    tk, most = cfg.k2, request_upper(cfg)
+    tk, lo = cfg.k2, cfg.prompt_tokens
+    hi = lo + request_upper(cfg)
     for b in range(1, target_sequences(cfg) + 1):
-        _priced(cfg.target_latency, "target", b, tk, most)
-    _priced(cfg.target_latency, "target", 1, 1, most)  # the autoregressive baseline
+        _priced(cfg.target_latency, "target", b, tk, lo, hi)
+    _priced(cfg.target_latency, "target", 1, 1, lo, hi)  # the autoregressive baseline
     if cfg.mode != "ar" and cfg.k1 > 1:
         for b in range(1, max_draft_batch(cfg) + 1):
-            _priced(cfg.draft_latency, "draft", b, tk if cfg.draft_sd else 1, most)
+            _priced(cfg.draft_latency, "draft", b, tk if cfg.draft_sd else 1, lo, hi)
 
 
-def _priced(lat: Latency | None, who: str, batch: int, tokens: int, committed: float = 0.0) -> None:
-    if lat is not None:
+def _priced(cost: PassCost | None, who: str, batch: int, tokens: int, lo: float = 0.0, hi: float = 0.0) -> None:
+    if cost is not None:
         try:
-            if getattr(lat, "context_aware", False):
-                lat.check(batch, tokens, committed)  # every context from the prompt to prompt + committed
-            else:
-                lat.check(batch, tokens)
+            cost.check(batch, tokens, lo, hi)  # every context from the prompt to prompt + committed
         except InputError as e:
             raise InputError(f"{who} latency at batch {batch}, {tokens} token(s)/sequence: {e}") from None
 

@@ -17,7 +17,6 @@ target's completions at the same instant come first (the tie rule of
 
 from __future__ import annotations
 
-
 from simpy import Timeout
 
 from .events import EventRun

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..latency import Constant, Dist
+from ..dists import Constant, Dist
 
 
 class Draws:

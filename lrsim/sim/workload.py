@@ -12,14 +12,10 @@ import math
 
 import numpy as np
 
-from ..latency import Constant, ConstantLatency
+from ..cost.passcost import constant
+from ..dists import Constant
 from .config import SimConfig, max_draft_batch
 from .streams import Draws, Passes, PassModel, Verdicts, lengths
-
-
-def context_aware(lat) -> bool:
-    """Whether a latency model prices passes by the context (``at(committed)``; see :mod:`lrsim.latency`)."""
-    return bool(getattr(lat, "context_aware", False))
 
 
 def accept_probability(alpha1: float, width: int, correlation: float) -> float:
@@ -46,20 +42,19 @@ class Workload:
         self.cfg = cfg
         ss = np.random.SeedSequence(cfg.seed)
         r_acc, r_tlen, r_dlen, r_tpass, r_dpass, r_ver, r_req = (np.random.default_rng(s) for s in ss.spawn(7))
-        tlat = cfg.target_latency or ConstantLatency(1.0 / cfg.step_tokens.mean)
-        self.fixed_rate = isinstance(tlat, ConstantLatency)  #: an iteration costs the same at every batch size
-        self._tlat = tlat.at(0) if context_aware(tlat) else tlat  # priced at a request's start (the prompt)
-        self.tau1 = self._tlat(1, 1)  #: baseline: seconds per token, target alone at batch 1
+        tcost = cfg.target_latency or constant(1.0 / cfg.step_tokens.mean)
+        self.fixed_rate = getattr(tcost, "uniform", False)  #: every iteration costs the same (any batch, context)
+        self._ctx = float(cfg.prompt_tokens)  # the context passes are priced at: prompt + committed
+        self.tau1 = tcost.seconds(self._ctx, 1, 1)  #: baseline: seconds per token, target alone at batch 1
         T = self.tau1 * cfg.step_tokens.mean  # mean target step time at batch 1
         dtokens = cfg.draft_tokens or cfg.step_tokens
-        dlat = cfg.draft_latency or ConstantLatency(cfg.c1 * T / dtokens.mean)
-        self._models, self._committed = (tlat, dlat), 0
-        self.context_aware = context_aware(tlat) or context_aware(dlat)  #: costs follow the request's context
-        dlat = dlat.at(0) if context_aware(dlat) else dlat
+        dcost = cfg.draft_latency or constant(cfg.c1 * T / dtokens.mean)
+        self._costs, self._committed = (tcost, dcost), 0
+        self.context_aware = not (tcost.context_free and dcost.context_free)  #: costs follow the context
         sd = cfg.k2 > 1
         self.sd_factor = 1 + cfg.c2 * (cfg.k2 - 1) if sd else 1.0  # a pass also pays k2 - 1 drafter calls
         self.mu2 = sum(cfg.alpha2**i for i in range(cfg.k2))  # E[tokens per pass] = E[min(X2, k2-1) + 1]
-        self.c1_eff = dlat(cfg.width, 1) * dtokens.mean / T  #: draft step (batch W) / target step, batch 1
+        self.c1_eff = dcost.seconds(self._ctx, cfg.width, 1) * dtokens.mean / T  #: draft step (batch W) / target
         self.tlen = lengths(cfg.step_tokens, r_tlen)
         self.dlen = lengths(dtokens, r_dlen)
         self.rlen = lengths(cfg.request_tokens, r_req) if cfg.request_tokens is not None else None
@@ -69,7 +64,8 @@ class Workload:
         dsd = self.sd_factor if sd and cfg.draft_sd else 1.0
         dk = cfg.k2 if sd and cfg.draft_sd else 1
         self._dk, self._dsd = dk, dsd
-        self.draft_pass = {b: dlat(b, dk) * dsd for b in range(1, max_draft_batch(cfg) + 1)}  #: by batch
+        self.draft_pass = {b: dcost.seconds(self._ctx, b, dk) * dsd
+                           for b in range(1, max_draft_batch(cfg) + 1)}  #: by batch
         self.verdicts = Verdicts(r_acc, cfg.alpha1, cfg.width, cfg.correlation)
         vdist = cfg.verifier_latency or (Constant(cfg.verifier_cost * T) if cfg.verifier_cost > 0 else None)
         self.vtime = Draws(lambda n: vdist.sample(r_ver, n), 1024) if vdist and vdist.mean > 0 else None
@@ -77,24 +73,21 @@ class Workload:
     def set_context(self, committed: int) -> bool:
         """Price what follows at ``committed`` tokens of the current request past its prompt.
 
-        Only context-aware latency models (``at(committed)``) change; the caller
-        holds the price over a whole cycle or stage.  Returns whether anything changed.
+        Only context-aware costs change; the caller holds the price over a whole
+        cycle or stage.  Returns whether anything changed.
         """
         if not self.context_aware or committed == self._committed:
             return False
         self._committed = committed
-        tlat, dlat = self._models
-        if context_aware(tlat):
-            self._tlat = tlat.at(committed)
-            self.tau1 = self._tlat(1, 1)
-        if context_aware(dlat):
-            d = dlat.at(committed)
-            self.draft_pass = {b: d(b, self._dk) * self._dsd for b in self.draft_pass}
+        self._ctx = float(self.cfg.prompt_tokens + committed)
+        tcost, dcost = self._costs
+        self.tau1 = tcost.seconds(self._ctx, 1, 1)
+        self.draft_pass = {b: dcost.seconds(self._ctx, b, self._dk) * self._dsd for b in self.draft_pass}
         return True
 
     def iteration_time(self, batch: int) -> float:
-        """One target iteration at ``batch`` sequences: ``tau(batch, k2) (1 + c2 (k2 - 1))``."""
-        return self._tlat(batch, self.cfg.k2) * self.sd_factor
+        """One target iteration at ``batch`` sequences: ``tau(context, batch, k2) (1 + c2 (k2 - 1))``."""
+        return self._costs[0].seconds(self._ctx, batch, self.cfg.k2) * self.sd_factor
 
     def next_request(self) -> float:
         """Output tokens of the next request (``inf``: one endless request)."""

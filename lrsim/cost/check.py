@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from .errors import InputError
-from .fields import option
+from ..errors import InputError
+from ..fields import option
+from ..trace import Trace
 from .profile import Profile
-from .trace import Trace
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def ar_steps(trace: Trace) -> list[StepPasses]:
 
     :raises InputError: the trace is not ``ar`` with ``k2 = 1``, or lacks prompt lengths.
     """
-    from .calibrate import recorded_setting
+    from ..trace import recorded_setting
 
     s = recorded_setting(trace.header)
     if s.mode != "ar" or s.k2 != 1:

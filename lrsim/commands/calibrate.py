@@ -1,0 +1,46 @@
+"""``lrsim calibrate``: behaviour and costs fitted from traces; ``--profile-out`` writes the pass costs as a
+latency profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .common import read_traces
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit acceptance, costs, latency curves and step lengths from traces")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
+    p.add_argument("--profile-out", metavar="FILE.json",
+                   help="also write the recorded engine's pass costs as a latency profile (one entry per model and "
+                        "hardware setup; `lrsim replay --hardware FILE` prices with it)")
+    p.add_argument("--profile-name", default="calibrated", help="name of the written profile (default calibrated)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(a: argparse.Namespace) -> str:
+    from pathlib import Path
+
+    from ..atomic import check_writable
+    from ..calibrate import calibrate, format_calibration
+
+    if a.profile_out:
+        check_writable(Path(a.profile_out))
+    traces = read_traces(a.traces)
+    c = calibrate(traces)
+    text = json.dumps(c.to_dict(), indent=2, default=float) if a.json else format_calibration(c)
+    if a.profile_out:
+        import shlex
+        import sys
+
+        from ..cost.fromtraces import profile_from_traces
+        from ..cost.profile import write_profile
+
+        cmd = "lrsim " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if sys.argv[1:] else None
+        prof = profile_from_traces(traces, a.profile_name, c.alpha2, command=cmd)
+        write_profile(prof, a.profile_out)
+        if not a.json:
+            text += f"\nwrote {a.profile_out}: profile {prof.name}, entries {', '.join(prof.archs)}"
+    return text

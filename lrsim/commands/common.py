@@ -1,0 +1,234 @@
+"""Argument types and option groups shared by the ``lrsim`` subcommands.
+
+The ``--hardware`` group (:func:`add_hardware_args`, :func:`hardware_spec`) is the one hardware spec of
+replay, plan, serve and plan --rate: the same flags, the same defaults, each flag honoured by every command
+that takes the group (or refused in one line without ``--hardware``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Callable, Sequence
+
+from ..errors import InputError, UsageError
+from ..modes import LR_MODES, SIM_MODES, VERIFY_CALLS
+
+# Illustrative defaults in the paper's working range (step acceptance "usually > 50%", n-gram drafting
+# nearly free, a 16-position budget); they are not measurements.
+DEFAULTS = {"alpha1": 0.6, "c1": 0.1, "alpha2": 0.6, "c2": 0.05, "budget": 16, "mode": "async"}
+
+
+def _number(kind: Callable[[str], float], check: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (math.isfinite(v) and check(v)):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return v
+
+    return parse
+
+
+probability = _number(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+unit = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
+cost = _number(float, lambda v: v > 0, "a number > 0")
+nonnegative = _number(float, lambda v: v >= 0, "a number >= 0")
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+
+
+def choice(options: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in options:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(options)}, got {text!r}")
+        return text
+
+    return parse
+
+
+def model(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """A pass cost or distribution argument; its InputError or OSError becomes a one-line usage error."""
+    def wrapped(text: str) -> object:
+        try:
+            return parse(text)
+        except (InputError, OSError) as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return wrapped
+
+
+def given(a: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The flags among ``names`` (destinations) that were given."""
+    return ["--" + n.replace("_", "-") for n in names if getattr(a, n, None) is not None]
+
+
+def warn_skipped(warnings: Sequence[str], limit: int = 5) -> None:
+    """Report skipped trace lines on stderr, one line each (file:line: reason)."""
+    for w in warnings[:limit]:
+        print(f"lrsim: warning: {w}", file=sys.stderr)
+    if len(warnings) > limit:
+        print(f"lrsim: warning: {len(warnings) - limit} more skipped line(s)", file=sys.stderr)
+
+
+def read_traces(paths: Sequence[str]) -> list:
+    """The given traces, or the embedded default when none is given; skipped lines reported on stderr."""
+    from ..trace import default_traces, read_trace
+
+    traces = [read_trace(p) for p in (paths or default_traces())]
+    warn_skipped([w for t in traces for w in t.warnings])
+    return traces
+
+
+# ----------------------------------------------------------------------------- simulator flags
+
+
+def sim_flags() -> tuple[list, list]:
+    """(flag, SimConfig field, parser): scalars (grids in ``sweep``) and models (one value in both commands)."""
+    from ..cost.passcost import load_cost
+    from ..dists import parse_dist
+    from ..sim import ENGINES, JOINS, TOKEN_MODELS
+
+    scalars = [
+        ("--mode", "mode", choice(SIM_MODES)), ("--alpha1", "alpha1", unit), ("--c1", "c1", cost),
+        ("--k1", "k1", positive_int), ("--alpha2", "alpha2", unit), ("--c2", "c2", cost),
+        ("--k2", "k2", positive_int), ("--width", "width", positive_int), ("--correlation", "correlation", unit),
+        ("--verifier-cost", "verifier_cost", nonnegative), ("--budget", "budget", positive_int),
+        ("--steps", "steps", positive_int), ("--seed", "seed", nonnegative_int),
+        ("--token-model", "token_model", choice(TOKEN_MODELS)), ("--join", "join", choice(JOINS)),
+        ("--engine", "engine", choice(ENGINES)),
+        ("--verify-calls", "verify_calls", choice(VERIFY_CALLS)),
+    ]
+    models = [
+        ("--step-tokens", "step_tokens", model(parse_dist)), ("--draft-tokens", "draft_tokens", model(parse_dist)),
+        ("--verifier-latency", "verifier_latency", model(parse_dist)),
+        ("--request-tokens", "request_tokens", model(parse_dist)),
+        ("--target-latency", "target_latency", model(load_cost)),
+        ("--draft-latency", "draft_latency", model(load_cost)),
+    ]
+    return scalars, models
+
+
+def add_sim_args(p, grid: bool, skip: Sequence[str] = ()) -> None:
+    """One flag per :class:`lrsim.sim.SimConfig` field (in ``sweep`` the scalars take a grid)."""
+    from ..dists import DIST_SYNTAX
+    from ..fields import help_texts
+    from ..sim import SimConfig
+    from ..sweep import GRID_SYNTAX
+
+    helps, defaults = help_texts(SimConfig), SimConfig()
+    scalars, models = sim_flags()
+    scalars, models = [x for x in scalars if x[1] not in skip], [x for x in models if x[1] not in skip]
+    for flag, name, parse in scalars:
+        h = f"{helps[name]} (default {getattr(defaults, name)})"
+        if grid:
+            p.add_argument(flag, dest=name, metavar="GRID", help=f"{h}; a grid: {GRID_SYNTAX}")
+        else:
+            p.add_argument(flag, dest=name, type=parse, help=h)
+    for flag, name, parse in models:
+        syntax = DIST_SYNTAX if "latency" not in flag or "verifier" in flag else "SECONDS | JSON | FILE.json"
+        p.add_argument(flag, dest=name, type=parse, metavar="SPEC", help=f"{helps[name]}: {syntax}")
+    if "tree" not in skip:
+        p.add_argument("--tree", action="store_true", default=None, help=helps["tree"])
+    p.add_argument("--draft-sd", action=argparse.BooleanOptionalAction, default=None, help=helps["draft_sd"])
+
+
+def sim_settings(a: argparse.Namespace) -> dict:
+    """The SimConfig fields given on the command line (the rest keep their defaults)."""
+    scalars, models = sim_flags()
+    names = [name for _, name, _ in scalars + models] + ["tree", "draft_sd"]
+    return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
+
+
+def add_theory_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--alpha1", type=probability, default=DEFAULTS["alpha1"], help="step acceptance rate, in (0, 1)")
+    p.add_argument("--c1", type=cost, default=DEFAULTS["c1"], help="draft/target time per step, > 0")
+    p.add_argument("--alpha2", type=probability, default=DEFAULTS["alpha2"], help="token acceptance rate, in (0, 1)")
+    p.add_argument("--c2", type=cost, default=DEFAULTS["c2"],
+                   help="token drafter/target time per token, > 0 (n-gram lookup: use a small value, e.g. 0.01)")
+    p.add_argument("--budget", "-M", type=positive_int, default=DEFAULTS["budget"],
+                   help="parallel budget M: target positions at once (sequences x tokens)")
+    p.add_argument("--mode", choices=LR_MODES, default=DEFAULTS["mode"], help="LR scheduling")
+
+
+# ----------------------------------------------------------------------------- the --hardware group
+
+HARDWARE_FLAGS = ("target_arch", "draft_arch", "verifier_latency", "judge_arch", "judge_prompt_tokens",
+                  "extrapolate", "below_context", "target_tp", "tp_efficiency")
+NUMBER_FLAGS = ("step_tokens", "draft_tokens", "request_tokens", "prompt_tokens")  # replay adds alpha1, alpha2
+POLICIES = ("error", "clamp", "linear")
+
+
+def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None:
+    """The one ``--hardware`` group: timing from a latency profile (replay, plan, serve, plan --rate)."""
+    from ..dists import DIST_SYNTAX, parse_dist
+
+    g = p.add_argument_group("hardware: timing from a latency profile (lrsim profiles)")
+    g.add_argument("--hardware", metavar="PROFILE",
+                   help="latency profile: a name from `lrsim profiles`, a file, or model:DEVICE[:tpN]")
+    g.add_argument("--target-arch", help="target architecture in the profile, e.g. qwen2.5-32b")
+    g.add_argument("--draft-arch", help="draft architecture in the profile, e.g. qwen2.5-1.5b")
+    if verifier:
+        g.add_argument("--verifier-latency", type=model(parse_dist), metavar="SPEC",
+                       help=f"verifier seconds per call: {DIST_SYNTAX} (default: recorded in traces, else free)")
+    g.add_argument("--judge-arch", help="or: an LLM judge priced by the profile's prefill table")
+    g.add_argument("--judge-prompt-tokens", type=positive_int,
+                   help="judge prompt tokens (default: its template, 183, plus two mean steps)")
+    g.add_argument("--extrapolate", type=choice(POLICIES),
+                   help="beyond the last measured context, batch or positions: linear (default), clamp, error; "
+                        "rows beyond the largest measured batch fold into positions")
+    g.add_argument("--below-context", type=choice(POLICIES),
+                   help="below the first measured context: clamp (default), linear, error")
+    g.add_argument("--target-tp", type=positive_int,
+                   help="assume the target runs tensor-parallel on N devices (needs --tp-efficiency)")
+    g.add_argument("--tp-efficiency", type=cost,
+                   help="E: target pass = profiled pass / (N E); an assumption you state, printed in the notes")
+
+
+def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: Sequence[str] = ()):
+    """The :class:`lrsim.cost.hardware.HardwareSpec` of the command line, or None without ``--hardware`` (then
+    its other flags, and ``number_flags``, are refused in one line)."""
+    from ..cost.hardware import HardwareSpec
+    from ..cost.interp import Extrapolation
+
+    if a.hardware is None:
+        flags = given(a, HARDWARE_FLAGS + tuple(number_flags))
+        if flags:
+            raise UsageError(f"{', '.join(flags)} only go(es) with --hardware PROFILE")
+        return None
+    missing = [f for f in ("target_arch",) + (("draft_arch",) if need_draft else ()) if getattr(a, f) is None]
+    if missing:
+        raise UsageError("--hardware needs " + " and ".join("--" + m.replace("_", "-") for m in missing))
+    return HardwareSpec(a.hardware, a.target_arch, a.draft_arch,
+                        Extrapolation(a.extrapolate or "linear", a.below_context or "clamp"), a.target_tp or 1,
+                        a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch, a.judge_prompt_tokens)
+
+
+def add_behaviour_args(p: argparse.ArgumentParser, alphas: bool) -> None:
+    """Behaviour from numbers (with --hardware, instead of traces): replay and plan."""
+    from ..dists import DIST_SYNTAX, parse_dist
+
+    g = p.add_argument_group("behaviour from numbers (with --hardware, instead of traces)")
+    if alphas:
+        g.add_argument("--alpha1", type=unit, help="step acceptance: behaviour from these numbers, not traces")
+        g.add_argument("--alpha2", type=unit, help="token acceptance of n-gram speculation (needed for k2 > 1)")
+    g.add_argument("--step-tokens", type=model(parse_dist), metavar="SPEC",
+                   help=f"tokens per target step (default 52): {DIST_SYNTAX}")
+    g.add_argument("--draft-tokens", type=model(parse_dist), metavar="SPEC",
+                   help="tokens per draft step (default: as --step-tokens)")
+    g.add_argument("--request-tokens", type=model(parse_dist), metavar="SPEC",
+                   help="output tokens per request (default: one endless request at the prompt's context)")
+    g.add_argument("--prompt-tokens", type=nonnegative_int, help="prompt tokens: the context when a request starts")
+
+
+def behaviour(a: argparse.Namespace, alpha1: float, alpha2: float | None):
+    """Behaviour from the command line's numbers."""
+    from ..compose import Behaviour
+    from ..dists import Constant
+    from ..sim import STEP_TOKENS
+
+    return Behaviour(alpha1=alpha1, alpha2=alpha2, step_tokens=a.step_tokens or Constant(STEP_TOKENS),
+                     draft_tokens=a.draft_tokens, request_tokens=a.request_tokens, prompt_tokens=a.prompt_tokens or 0)

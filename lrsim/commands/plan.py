@@ -1,0 +1,115 @@
+"""``lrsim plan``: the closed-form split of a budget M, or the simulated best (mode, k1, k2) from traces,
+on a profile, or at each load (``--rate``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import UsageError
+from .common import (
+    NUMBER_FLAGS,
+    add_behaviour_args,
+    add_hardware_args,
+    add_theory_args,
+    behaviour,
+    given,
+    hardware_spec,
+    nonnegative_int,
+    positive_int,
+    read_traces,
+)
+from .serve import add_load_args
+from .theory import closed_plan, format_plan
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("plan", help="best split of the budget M between step level (k1) and token level (k2)")
+    add_theory_args(p)
+    p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table")
+    p.add_argument("--trace", nargs="*", metavar="TRACE",
+                   help="plan from recorded traces (calibrated simulator) instead of the closed forms; "
+                        "with no file: the embedded default traces. "
+                        "--alpha*/--c*/--mode are then taken from the traces")
+    p.add_argument("--k2-max", type=positive_int, default=8, help="with --trace/--hardware/--rate: largest k2 searched")
+    p.add_argument("--k1-max", type=positive_int,
+                   help="with --trace/--hardware: deepest async look-ahead searched (default: ceil((1 + v/T)/c1) + "
+                        "2); with --rate: largest k1 (default 5)")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="with --trace: bootstrap replicates for the CI")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_hardware_args(p)
+    add_behaviour_args(p, alphas=False)
+    add_load_args(p, plan=True)
+
+
+def _simulated(a: argparse.Namespace, hw) -> str:
+    """``plan --trace`` and ``plan --hardware``: every configuration simulated on the recorded or composed
+    workload."""
+    from ..prediction import format_trace_plan
+
+    progress = sys.stderr.isatty()
+    if hw is None:
+        from ..replay import plan_from_traces
+
+        tp = plan_from_traces(read_traces(a.trace), a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap,
+                              progress=progress)
+        return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else format_trace_plan(tp, a.top)
+    from ..compose import plan as composed_plan
+
+    if a.trace is not None:
+        if given(a, NUMBER_FLAGS):
+            raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS))}: behaviour comes from the traces (--trace)")
+        source, what = read_traces(a.trace), "traces"
+    else:
+        source, what = behaviour(a, a.alpha1, a.alpha2), "numbers"
+    tp = composed_plan(source, hw, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, k1_max=a.k1_max,
+                       progress=progress)
+    text = f"{what} on {hw.name} ({hw.target_arch} target, {hw.draft_arch} draft)"
+    return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else format_trace_plan(tp, a.top, text)
+
+
+def _rate(a: argparse.Namespace) -> str:
+    """``plan --rate``: the best (mode, k1, k2) at each load by serving simulation, and a policy table."""
+    from ..dists import Constant
+    from ..serve.command import build_config, decode_config, parse_modes, parse_rates
+    from ..serve.plan import format_plan as format_load_plan
+    from ..serve.plan import load_plan
+
+    traces = read_traces(a.trace) if a.trace is not None else None
+    hw = hardware_spec(a, need_draft=False, number_flags=("draft_tokens", "request_tokens"))
+    if given(a, ("draft_tokens", "request_tokens")):
+        raise UsageError(f"{', '.join(given(a, ('draft_tokens', 'request_tokens')))}: not used by plan --rate "
+                         "(request lengths: --output-tokens)")
+    settings = {"alpha1": a.alpha1, "c1": a.c1, "alpha2": a.alpha2, "c2": a.c2}
+    settings |= {k: getattr(a, k) for k in ("step_tokens", "verifier_latency") if getattr(a, k) is not None}
+    decode, hw = decode_config(a, {} if traces else settings, traces, k2_max=a.k2_max, hw=hw)
+    for k, v in {"requests": 60, "replications": 2}.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if isinstance(a.prompt_tokens, int):  # plan's --prompt-tokens is one number (the behaviour group's)
+        a.prompt_tokens = Constant(a.prompt_tokens)
+    cfg = build_config(a, decode, hw, traces)
+    lp = load_plan(cfg, list(parse_rates(a.rate)), parse_modes(a.modes), a.k1_max or 5, a.k2_max, a.budget,
+                   a.workers, a.scheduler, progress=not a.no_progress)
+    return json.dumps(lp.to_dict(), indent=1, default=float) if a.json else format_load_plan(lp)
+
+
+LOAD_FLAGS = ("requests", "arrival", "arrival_cv", "output_tokens", "max_num_seqs", "max_num_batched_tokens",
+              "kv_capacity_tokens", "verifier_slots", "reprice", "slo_ttft_s", "slo_tpot_ms", "slo_e2e_s",
+              "replications", "warmup", "workers", "scheduler")
+
+
+def run(a: argparse.Namespace) -> str:
+    if a.rate is not None:
+        return _rate(a)
+    load = given(a, LOAD_FLAGS) + (["--no-prefill-drafts"] if a.no_prefill_drafts else [])
+    if load:
+        raise UsageError(f"{', '.join(load)} only go(es) with --rate")
+    hw = hardware_spec(a, number_flags=NUMBER_FLAGS)
+    if hw is not None or a.trace is not None:
+        return _simulated(a, hw)
+    if given(a, ("k1_max",)):
+        raise UsageError("--k1-max only goes with --trace, --hardware or --rate")
+    p = closed_plan(a)
+    return json.dumps(p.to_dict(), indent=2) if a.json else format_plan(p)

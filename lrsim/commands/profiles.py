@@ -1,0 +1,27 @@
+"""``lrsim profiles``: list the embedded latency profiles, check given ones, price one pass."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import choice, nonnegative, positive_int
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("profiles", help="list the embedded latency profiles, or check and price given ones")
+    p.add_argument("profiles", nargs="*", metavar="PROFILE",
+                   help="profile names, files or model:DEVICE[:tpN] (default: the embedded ones)")
+    p.add_argument("--arch", help="price one forward pass of this architecture in each profile that has it (ms)")
+    p.add_argument("--context", type=nonnegative, default=0.0, help="with --arch: tokens in the KV cache")
+    p.add_argument("--batch", type=positive_int, default=1, help="with --arch: rows in the pass")
+    p.add_argument("--positions", type=positive_int, default=1, help="with --arch: new positions per row")
+    p.add_argument("--draft", help="with --arch: also c1 = draft / target time of a decode step (q = 1)")
+    p.add_argument("--extrapolate", type=choice(("error", "clamp", "linear")), default="error",
+                   help="outside the measured range: refuse (default), clamp to it, or continue linearly")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(a: argparse.Namespace) -> str:
+    from ..cost.listing import profiles_report
+
+    return profiles_report(a.profiles, a.json, a.arch, a.context, a.batch, a.positions, a.draft, a.extrapolate)

@@ -1,0 +1,86 @@
+"""``lrsim replay``: predict a configuration's speedup from traces, or from behaviour numbers on a profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import UsageError
+from ..modes import SIM_MODES
+from .common import (
+    NUMBER_FLAGS,
+    add_behaviour_args,
+    add_hardware_args,
+    behaviour,
+    choice,
+    given,
+    hardware_spec,
+    nonnegative_int,
+    positive_int,
+    read_traces,
+    unit,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
+    p.add_argument("traces", nargs="*", metavar="TRACE",
+                   help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
+    p.add_argument("--mode", type=choice(SIM_MODES), help="default: the first trace's mode")
+    p.add_argument("--k1", type=positive_int, help="sync: target steps per cycle; async: look-ahead depth")
+    p.add_argument("--k2", type=positive_int, help="positions per target pass (n-gram tokens + 1)")
+    p.add_argument("--width", type=positive_int, help="W draft candidates per position")
+    p.add_argument("--correlation", type=unit, default=0.0, help="rho of the width acceptance model")
+    p.add_argument("--steps", type=positive_int, default=20_000, help="simulated output steps")
+    p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="bootstrap replicates for the CI")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    add_hardware_args(p)
+    add_behaviour_args(p, alphas=True)
+
+
+def _setting(a: argparse.Namespace, rec=None):
+    from ..trace import Setting
+
+    if rec is None:
+        mode = a.mode or "async"
+        s = Setting(mode, a.k1 or (1 if mode == "ar" else 4), a.k2 or 1, a.width or 1)
+    else:
+        mode = a.mode or rec.mode
+        s = Setting(mode, a.k1 or (rec.k1 if mode == rec.mode else (1 if mode == "ar" else 4)), a.k2 or rec.k2,
+                    a.width or rec.width)
+    if s.mode == "ar" and s.k1 != 1:
+        raise UsageError("mode ar has k1 = 1")
+    return s
+
+
+def run(a: argparse.Namespace) -> str:
+    """Traces alone: their own behaviour and calibrated profile; with --hardware: the profile's timing and
+    behaviour from the traces or from --alpha1 and its numbers."""
+    from ..prediction import format_prediction
+    from ..trace import recorded_setting
+
+    hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"))
+    kw = dict(steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
+              progress=sys.stderr.isatty())
+    if hw is None:
+        from ..replay import predict
+
+        traces = read_traces(a.traces)
+        p = predict(traces, _setting(a, recorded_setting(traces[0].header)), **kw)
+    elif a.alpha1 is not None:
+        from ..compose import predict
+
+        if a.traces:
+            raise UsageError("behaviour comes from traces or from --alpha1 and its numbers, not both")
+        p = predict(behaviour(a, a.alpha1, a.alpha2), hw, _setting(a), **kw)
+    else:
+        from ..compose import predict
+
+        if given(a, NUMBER_FLAGS + ("alpha2",)):
+            raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
+                             "give --alpha1 too, or leave them out to calibrate on traces")
+        traces = read_traces(a.traces)
+        p = predict(traces, hw, _setting(a, recorded_setting(traces[0].header)), **kw)
+    return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
