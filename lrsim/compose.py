@@ -168,7 +168,7 @@ def sim_config(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, see
         mode=setting.mode, k1=setting.k1, k2=setting.k2, width=setting.width, correlation=correlation,
         alpha1=b.alpha1 if 0 <= b.alpha1 <= 1 else 0.5, alpha2=b.alpha2 if b.alpha2 is not None else 0.5,
         c2=TINY_C2, target_latency=hw.target(setting.mode), draft_latency=hw.draft(setting.mode),
-        draft_sd=setting.k2 > 1, verifier_latency=ver, prompt_tokens=b.prompt_tokens,
+        draft_sd=setting.k2 > 1, verifier_latency=ver, prompt_tokens=b.prompt_tokens, prefill=hw.kv_prefill,
         verify_calls=b.verify_calls if setting.mode == "sync" else "one", step_tokens=b.step_tokens,
         draft_tokens=b.draft_tokens, request_tokens=requests, steps=steps, seed=seed)
 

@@ -6,6 +6,7 @@ import pytest
 
 from lrsim.cost.passcost import curve
 from lrsim.dists import Constant, LogNormal, Uniform
+from lrsim.errors import InputError
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import read_trace
 
@@ -170,3 +171,31 @@ def test_config_round_trips_through_a_dict():
                     verifier_latency=Uniform(0.0, 0.1), request_tokens=Constant(300), budget=16)
     d = json.loads(json.dumps(cfg.to_dict()))
     assert SimConfig.from_dict(d) == cfg
+
+
+def test_prefill_unseen_in_sync_exact_times():
+    """Sync k1 = 2, every draft rejected, 4-token steps; a pass costs 1 + rows x positions, a draft pass
+    0.5 + 0.5 q.  'unseen': row 1 prefills draft 0 (4 tokens) in the first pass, T(2, (2 + 4) / 2) = 7, then
+    three passes of T(2, 1) = 3; the draft prefills the target's committed step, 4 x 1.0 + 0.5 x 4 = 6, except
+    in the first cycle (prompt 0): 4.  'none': 4 + 4 x 3 = 16 per cycle."""
+    from lrsim.cost.passcost import curve
+
+    kw = dict(mode="sync", k1=2, alpha1=0.0, step_tokens=Constant(4), steps=10, engine="des",
+              target_latency=curve((1, 100), (2, 101), "positions", "linear"),
+              draft_latency=curve((1, 100), (1.0, 50.5), "positions", "linear"))
+    r = simulate(SimConfig(prefill="unseen", **kw))
+    assert r.sim_time == pytest.approx(4 + 16 + 9 * (6 + 16), rel=1e-12)
+    assert simulate(SimConfig(prefill="none", **kw)).sim_time == pytest.approx(10 * 16, rel=1e-12)
+    assert simulate(SimConfig(prefill="last", **kw)).sim_time == pytest.approx(r.sim_time, rel=1e-12)  # k1 = 2
+
+
+def test_prefill_of_each_prompt_in_ar_exact_times():
+    """ar, requests of 8 tokens in 4-token steps, a 10-token prompt: each request's first pass prefills it,
+    T(1, 11) = 12, then 3 passes of 2; its second step 4 x 2: 26 per request."""
+    from lrsim.cost.passcost import curve
+
+    cfg = SimConfig(mode="ar", step_tokens=Constant(4), request_tokens=Constant(8), prompt_tokens=10, steps=4,
+                    prefill="last", target_latency=curve((1, 100), (2, 101), "positions", "linear"))
+    assert simulate(cfg).sim_time == pytest.approx(2 * 26, rel=1e-12)
+    with pytest.raises(InputError, match="event engine only"):
+        SimConfig(mode="ar", prefill="last", engine="renewal")

@@ -100,7 +100,7 @@ def sim_flags() -> tuple[list, list]:
         ("--steps", "steps", positive_int), ("--seed", "seed", nonnegative_int),
         ("--token-model", "token_model", choice(TOKEN_MODELS)), ("--join", "join", choice(JOINS)),
         ("--engine", "engine", choice(ENGINES)),
-        ("--verify-calls", "verify_calls", choice(VERIFY_CALLS)),
+        ("--verify-calls", "verify_calls", choice(VERIFY_CALLS)), ("--prefill", "prefill", choice(PREFILLS)),
     ]
     models = [
         ("--step-tokens", "step_tokens", model(parse_dist)), ("--draft-tokens", "draft_tokens", model(parse_dist)),
@@ -157,13 +157,17 @@ def add_theory_args(p: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------- the --hardware group
 
 HARDWARE_FLAGS = ("target_arch", "draft_arch", "verifier_latency", "judge_arch", "judge_prompt_tokens",
-                  "extrapolate", "below_context", "target_tp", "tp_efficiency")
+                  "extrapolate", "below_context", "target_tp", "tp_efficiency", "prefill")
 NUMBER_FLAGS = ("step_tokens", "draft_tokens", "request_tokens", "prompt_tokens")  # replay adds alpha1, alpha2
 POLICIES = ("error", "clamp", "linear")
+PREFILLS = ("none", "last", "unseen")
 
 
 def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None:
-    """The one ``--hardware`` group: timing from a latency profile (replay, plan, serve, plan --rate)."""
+    """The one ``--hardware`` group: timing from a latency profile (replay, plan, serve, plan --rate).
+
+    ``verifier`` False: ``--verifier-latency`` and ``--prefill`` are the command's decoding flags (serve).
+    """
     from ..dists import DIST_SYNTAX, parse_dist
 
     g = p.add_argument_group("hardware: timing from a latency profile (lrsim profiles)")
@@ -186,16 +190,22 @@ def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None
                    help="assume the target runs tensor-parallel on N devices (needs --tp-efficiency)")
     g.add_argument("--tp-efficiency", type=cost,
                    help="E: target pass = profiled pass / (N E); an assumption you state, printed in the notes")
+    if verifier:
+        g.add_argument("--prefill", type=choice(PREFILLS),
+                       help="what the engine computes besides each step's positions: none, last (prefix caching), "
+                            "unseen (lrref on llama.cpp); default: what the profile says, else none")
 
 
-def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: Sequence[str] = ()):
+def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: Sequence[str] = (),
+                  own: Sequence[str] = ()):
     """The :class:`lrsim.cost.hardware.HardwareSpec` of the command line, or None without ``--hardware`` (then
-    its other flags, and ``number_flags``, are refused in one line)."""
+    its other flags, and ``number_flags``, are refused in one line; ``own``: flags of the group that mean
+    something without it too, e.g. serve's ``--verifier-latency``)."""
     from ..cost.hardware import HardwareSpec
     from ..cost.interp import Extrapolation
 
     if a.hardware is None:
-        flags = given(a, HARDWARE_FLAGS + tuple(number_flags))
+        flags = given(a, [f for f in HARDWARE_FLAGS if f not in own] + list(number_flags))
         if flags:
             raise UsageError(f"{', '.join(flags)} only go(es) with --hardware PROFILE")
         return None
@@ -204,7 +214,8 @@ def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: 
         raise UsageError("--hardware needs " + " and ".join("--" + m.replace("_", "-") for m in missing))
     return HardwareSpec(a.hardware, a.target_arch, a.draft_arch,
                         Extrapolation(a.extrapolate or "linear", a.below_context or "clamp"), a.target_tp or 1,
-                        a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch, a.judge_prompt_tokens)
+                        a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch, a.judge_prompt_tokens,
+                        getattr(a, "prefill", None))
 
 
 def add_behaviour_args(p: argparse.ArgumentParser, alphas: bool) -> None:

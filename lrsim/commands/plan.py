@@ -77,12 +77,13 @@ def _rate(a: argparse.Namespace) -> str:
     from ..serve.plan import load_plan
 
     traces = read_traces(a.trace) if a.trace is not None else None
-    hw = hardware_spec(a, need_draft=False, number_flags=("draft_tokens", "request_tokens"))
+    hw = hardware_spec(a, need_draft=False, number_flags=("draft_tokens", "request_tokens"),
+                       own=("verifier_latency", "prefill"))
     if given(a, ("draft_tokens", "request_tokens")):
         raise UsageError(f"{', '.join(given(a, ('draft_tokens', 'request_tokens')))}: not used by plan --rate "
                          "(request lengths: --output-tokens)")
     settings = {"alpha1": a.alpha1, "c1": a.c1, "alpha2": a.alpha2, "c2": a.c2}
-    settings |= {k: getattr(a, k) for k in ("step_tokens", "verifier_latency") if getattr(a, k) is not None}
+    settings |= {k: getattr(a, k) for k in ("step_tokens", "verifier_latency", "prefill") if getattr(a, k) is not None}
     decode, hw = decode_config(a, {} if traces else settings, traces, k2_max=a.k2_max, hw=hw)
     for k, v in {"requests": 60, "replications": 2}.items():
         if getattr(a, k) is None:
@@ -103,7 +104,7 @@ LOAD_FLAGS = ("requests", "arrival", "arrival_cv", "output_tokens", "max_num_seq
 def run(a: argparse.Namespace) -> str:
     if a.rate is not None:
         return _rate(a)
-    load = given(a, LOAD_FLAGS) + (["--no-prefill-drafts"] if a.no_prefill_drafts else [])
+    load = given(a, LOAD_FLAGS)
     if load:
         raise UsageError(f"{', '.join(load)} only go(es) with --rate")
     hw = hardware_spec(a, number_flags=NUMBER_FLAGS)

@@ -45,8 +45,6 @@ def add_load_args(p: argparse.ArgumentParser, plan: bool) -> None:
                    help="tokens per iteration: decode rows first, prefill chunks in the rest (default 2048, vLLM's)")
     g.add_argument("--kv-capacity-tokens", type=positive_int, help="KV cache in tokens (default: unlimited)")
     g.add_argument("--verifier-slots", type=nonnegative_int, help="verifier calls at once (default 0: unlimited)")
-    g.add_argument("--no-prefill-drafts", action="store_true",
-                   help="LR target rows do not prefill the draft step they are conditioned on")
     g.add_argument("--reprice", type=positive_int, help="refresh a context-aware price every N iterations (16)")
     g = p.add_argument_group("SLO and measurement")
     g.add_argument("--slo-ttft-s", type=cost, help="SLO: time to first token (s)")
@@ -89,5 +87,5 @@ def run(a: argparse.Namespace) -> str:
     from ..serve.command import decode_config, serve
 
     traces = read_traces(a.trace) if a.trace is not None else None
-    hw = hardware_spec(a, need_draft=False)
+    hw = hardware_spec(a, need_draft=False, own=("verifier_latency", "prefill"))
     return serve(a, *decode_config(a, sim_settings(a), traces, hw=hw), traces)

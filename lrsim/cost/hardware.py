@@ -45,6 +45,8 @@ class HardwareSpec:
     verifier_latency: Dist | None = option("verifier latency per call, seconds (a distribution)")
     judge_arch: str | None = option("or: an LLM judge architecture, priced by the profile's prefill table")
     judge_prompt_tokens: int | None = option("judge prompt tokens (default: its template plus two mean steps)")
+    prefill: str | None = option("what the engine computes besides each step's positions (lrsim.sim.SimConfig."
+                                 "prefill): 'none', 'last', 'unseen'; None: what the profile says, else 'none'")
 
     def __post_init__(self) -> None:
         if not (self.profile and self.target_arch):
@@ -55,6 +57,8 @@ class HardwareSpec:
             raise InputError("tensor parallelism is an assumption: give target_tp > 1 together with tp_efficiency")
         if self.tp_efficiency is not None and not 0 < self.tp_efficiency < math.inf:
             raise InputError(f"tp_efficiency must be a finite number > 0, got {self.tp_efficiency!r}")
+        if self.prefill is not None and self.prefill not in ("none", "last", "unseen"):
+            raise InputError(f"prefill must be none, last or unseen, got {self.prefill!r}")
         prof = load_profile(self.profile)
         object.__setattr__(self, "loaded", prof)
         for arch in (self.target_arch, self.draft_arch, self.judge_arch):
@@ -66,6 +70,11 @@ class HardwareSpec:
     def name(self) -> str:
         """The profile's name."""
         return self.loaded.name
+
+    @property
+    def kv_prefill(self) -> str:
+        """The simulator's ``prefill`` on this hardware: given, else the profile's, else 'none'."""
+        return self.prefill or self.loaded.prefill or "none"
 
     @property
     def target_scale(self) -> float:
@@ -97,7 +106,8 @@ class HardwareSpec:
         """What the timing assumes beyond the profile, one sentence each."""
         p = self.loaded
         out = [f"timing: {p.name} ({p.provenance.device}; {p.timed}); {self.extrapolation.describe()}; rows "
-               "beyond the largest measured batch fold into positions"]
+               "beyond the largest measured batch fold into positions; prefill of unseen tokens: "
+               f"'{self.kv_prefill}'"]
         out.append(f"assumed: the target's passes are the profile's / ({self.target_tp} x {self.tp_efficiency:g}) "
                    f"(tensor parallelism {self.target_tp}, efficiency {self.tp_efficiency:g}: not measured)"
                    if self.target_tp > 1 else "target as profiled (no tensor parallelism assumed beyond the profile)")

@@ -164,6 +164,10 @@ class Profile:
     setups: dict | None = option("which entry each mode's target and draft run on: {mode: {role: SETUP}} prices "
                                  "role's ARCH at entry 'ARCH@SETUP' (e.g. llama.cpp threads: {'async': {'target': "
                                  "'t1', 'draft': 't1'}}); null: every mode uses the entry named ARCH")
+    prefill: str | None = option("what the engine computes besides each step's own positions, for the simulator "
+                                 "to add (lrsim.sim.SimConfig.prefill): 'none' (also: entries that already average "
+                                 "it in, e.g. calibrated from trace steps), 'last' or 'unseen'; null: not said "
+                                 "('none')")
     version: int = option("format version", VERSION)
     path: str | None = option("file it was read from (not written)")
 
@@ -204,6 +208,8 @@ class Profile:
              "unit": UNIT, "timed": self.timed, "provenance": prov}
         if self.setups:
             d["setups"] = self.setups
+        if self.prefill:
+            d["prefill"] = self.prefill
         return d | {"archs": {n: a.to_dict() for n, a in self.archs.items()}}
 
     def to_json(self) -> str:
@@ -254,7 +260,9 @@ def _compact(text: str) -> str:
 
 # ----------------------------------------------------------------------------- reading and validation
 
-_TOP_KEYS = {"format", "version", "name", "description", "unit", "timed", "provenance", "setups", "archs"}
+_TOP_KEYS = {"format", "version", "name", "description", "unit", "timed", "provenance", "setups", "prefill",
+             "archs"}
+PREFILLS = ("none", "last", "unseen")
 _ARCH_KEYS = {"params", "layers", "kv_bytes_per_token", *AXES, "ms", "missing", "prefill"}
 _PREFILL_KEYS = {"timed", "batch", "prompt", "ms"}
 _PROV_TEXT = ("device", "engine", "dtype", "date")
@@ -403,8 +411,11 @@ def profile_from_dict(d: Any, where: str = "profile", path: str | None = None) -
     if not isinstance(archs, dict) or not archs:
         raise r.fail("archs", "expected a non-empty object (architecture name -> times)")
     parsed = {n: _arch(r, n, a) for n, a in archs.items()}
+    prefill = d.get("prefill")
+    if prefill is not None and prefill not in PREFILLS:
+        raise r.fail("prefill", f"expected one of {', '.join(PREFILLS)} or null, got {prefill!r}")
     return Profile(name, timed, prov, parsed, str(d.get("description") or ""), _setups(r, d.get("setups"), parsed),
-                   VERSION, path)
+                   prefill, VERSION, path)
 
 
 def _setups(r: _Reader, d: Any, archs: dict) -> dict | None:

@@ -73,8 +73,6 @@ def build_config(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpe
         del kw["arrival"]  # the closed loop is --concurrency's
     if getattr(a, "serve_seed", None) is not None:
         kw["seed"] = a.serve_seed
-    if getattr(a, "no_prefill_drafts", False):
-        kw["prefill_drafts"] = False
     if traces:
         from .calibration import length_pairs
 

@@ -60,8 +60,6 @@ class ServeConfig:
     kv_capacity_tokens: int | None = option("KV cache capacity in tokens; a request waits until its footprint fits "
                                             "(None: unlimited)")
     verifier_slots: int = option("verifier calls at once (0: unlimited)", 0)
-    prefill_drafts: bool = option("an LR target row first prefills the draft step it has not seen (prefix caching "
-                                  "shares the rest); a drafter after a rejection prefills the target's step", True)
     reprice: int = option("a context-aware price is refreshed at least every this many iterations", 16)
     hardware: HardwareSpec | None = option("latency profile, architectures and policies pricing each mode's "
                                            "target and draft passes on that mode's setup (None: the decoding "
@@ -138,7 +136,8 @@ def mode_config(cfg: ServeConfig, mode: str, seed: int = 0) -> SimConfig:
     hw = cfg.hardware
     if hw is None:
         return sim
-    kw = {"target_latency": hw.target(sim.mode), "draft_latency": hw.draft(sim.mode) or sim.draft_latency}
+    kw = {"target_latency": hw.target(sim.mode), "draft_latency": hw.draft(sim.mode) or sim.draft_latency,
+          "prefill": hw.kv_prefill if hw.prefill or hw.loaded.prefill else sim.prefill}
     if hw.verifier_latency is not None:
         kw["verifier_latency"] = hw.verifier_latency
     return replace(sim, **kw)

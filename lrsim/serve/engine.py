@@ -43,12 +43,12 @@ TOL = 1e-9
 class Row(Job):
     """One sequence on a :class:`BatchEngine`; ``on_done(row, now)`` is called when its last pass is done."""
 
-    __slots__ = ("prefill", "q", "ctx", "grow", "chunk", "seen", "owner")
+    __slots__ = ("q", "ctx", "grow", "chunk", "seen", "owner")
 
     def __init__(self, pos: int, tokens: int, passes: float, written: int, prefill: int = 0, q: int = 1,
                  ctx: float = 0.0):
-        super().__init__(pos, tokens, passes, written)
-        self.prefill, self.q, self.ctx = prefill, q, ctx  # tokens to prefill, positions per pass, cached tokens
+        super().__init__(pos, tokens, passes, written, prefill)  # prefill: tokens still to prefill, chunk by chunk
+        self.q, self.ctx = q, ctx  # positions per pass, cached tokens
         self.grow = written / passes if passes else 0.0  # context tokens each decode pass adds
         self.chunk = self.seen = 0  # prefill tokens this iteration, prefill tokens done
         self.work = 0.0  # iterations this row has been in (prefill and decode)

@@ -62,15 +62,12 @@ class Served:
         self.spec, self.world = spec, world
         self.goal = spec.output - 1  # tokens to decode after the prefill's first token
         self.dq = self.cfg.k2 if self.cfg.draft_sd and self.cfg.k2 > 1 else 1  # drafter's positions per pass
-        self.catchup = 0  # target tokens the drafter has not seen yet
+        self.catchup = self.prompt_due = 0  # the lifecycle prefills the prompt; then what the drafter has not seen
         self.draft_row: Row | None = None
         self.t_admit = self.t_first = self.t_end = math.nan
         self.need = (1, kv_footprint(self.cfg, spec.prompt, spec.output))
 
-    # -- what the mode's scheduler knows about its prefix (subclasses)
-
-    def current_drafts(self) -> list:
-        return []
+    # -- what the mode's scheduler knows about its prefix
 
     def committed(self) -> int:
         return self.tokens
@@ -84,7 +81,7 @@ class Served:
         L = min(self.tlen(), cap)
         passes, written = self.tpasses.one(L, carried)
         drafts = self.current_drafts()
-        pre = drafts[pos - 1][2][0] if pos and self.world.cfg.prefill_drafts else 0
+        pre = self.draft_prefill(pos)  # SimConfig.prefill: the draft tokens this row has not seen
         ctx = self.spec.prompt + 1 + self.committed() + sum(d[2][0] for d in drafts[:pos])
         return Row(pos, L, passes, written, prefill=pre, q=self.cfg.k2, ctx=ctx)
 
@@ -92,7 +89,7 @@ class Served:
         w = self.work
         L = min(w.dlen(), cap)  # the same draws, in the same order, as Workload.draft
         passes = w.dpasses.one(L)[0]
-        pre = self.catchup if self.world.cfg.prefill_drafts else 0
+        pre = self.catchup  # the target's committed step, with prefill (EventRun.target_written)
         self.catchup = 0
         ctx = self.spec.prompt + 1 + self.committed() + sum(d[2][0] for d in self.current_drafts())
         row = Row(depth, L, passes, L, prefill=pre, q=self.dq, ctx=ctx)
@@ -109,9 +106,6 @@ class Served:
 
     def verify(self, seconds: float, now: float) -> simpy.Event:
         return self.world.verifier.call(seconds)
-
-    def target_written(self, job: Row) -> None:
-        self.catchup = job.tokens  # the target's own step: the drafter has not seen it
 
     def abandon(self, record: list) -> None:
         row = self.draft_row
@@ -163,9 +157,6 @@ class ServedSync(Served, SyncRun):
         super().setup(spec, world)
         self.rem = self.goal  # every draft and target step is cut at the tokens the request has left
 
-    def current_drafts(self) -> list:
-        return self.drafts
-
 
 class ServedAsync(Served, AsyncRun):
     """Pipelined LR for one finite request."""
@@ -173,9 +164,6 @@ class ServedAsync(Served, AsyncRun):
     def setup(self, spec: RequestSpec, world: World) -> None:
         super().setup(spec, world)
         self.rem = self.goal  # every draft and target step is cut at the tokens the request has left
-
-    def current_drafts(self) -> list:
-        return self.st.drafts
 
     def committed(self) -> int:
         return self.goal - self.st.left[0]  # tokens committed when the stage began

@@ -17,6 +17,7 @@ from ..modes import SIM_MODES, VERIFY_CALLS
 MODES = SIM_MODES
 TOKEN_MODELS = ("sampled", "mean")
 JOINS = ("iteration", "immediate")
+PREFILLS = ("none", "last", "unseen")
 ENGINES = ("auto", "des", "renewal")
 MAX_DRAFT_BATCH = 4096
 STEP_TOKENS = 52  # default step length: ~52 tokens per step measured in MEASUREMENTS.md
@@ -56,6 +57,13 @@ class SimConfig:
                                             "draft step")
     prompt_tokens: int = option("tokens in the KV cache when a request starts: a context-aware cost prices each "
                                 "cycle (async: stage) at prompt + the tokens its request has committed", 0)
+    prefill: str = option("what the engine computes besides each step's own positions: 'none' (the paper's "
+                          "assumption, the closed forms'), 'last' (an LR target row prefills the one draft step "
+                          "just before it; prefix caching shares the rest), 'unseen' (every draft step no earlier "
+                          "pass of its sequence computed, lrref's per-sequence KV: a sync row j prefills drafts "
+                          "0..j-1, an async row the draft it adds); with 'last' and 'unseen' the drafter prefills "
+                          "the target's committed step after it, and each request starts by prefilling its prompt "
+                          "on both (event engine only)", "none")
     draft_sd: bool = option("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
     token_model: str = option("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
                               "sampled")
@@ -141,6 +149,9 @@ def _check_choices(cfg: SimConfig) -> None:
         raise InputError("request_tokens is modelled with W = 1 on the event engine only")
     _choice("verify_calls", cfg.verify_calls, VERIFY_CALLS)
     _choice("join", cfg.join, JOINS)
+    _choice("prefill", cfg.prefill, PREFILLS)
+    if cfg.prefill != "none" and cfg.engine == "renewal":
+        raise InputError("prefill is modelled on the event engine only (engine 'des' or 'auto')")
 
 
 def _check_combinations(cfg: SimConfig) -> None:

@@ -18,9 +18,10 @@ SCHEDULERS: dict[str, type[EventRun]] = {"ar": ArRun, "sync": SyncRun, "async": 
 
 
 def uses_renewal(cfg: SimConfig, record: bool) -> bool:
-    """Sync and ar runs without a trace or finite requests go to the renewal engine (same numbers, faster)."""
+    """Sync and ar runs without a trace, finite requests or prefill go to the renewal engine (same numbers,
+    faster)."""
     return cfg.engine == "renewal" or (cfg.engine == "auto" and cfg.mode != "async" and not record
-                                       and cfg.request_tokens is None)
+                                       and cfg.request_tokens is None and cfg.prefill == "none")
 
 
 def simulate(cfg: SimConfig, trace: str | Path | None = None, chrome: str | Path | None = None) -> SimResult:

@@ -51,24 +51,48 @@ class EventRun:
         self.rem = work.next_request()  # tokens the current request has left (inf: one endless request)
         self.in_request = 0  # tokens committed in the current request: the context past its prompt
         self.finite = math.isfinite(self.rem)  # without finite requests the context stays at the prompt
+        self.prefill = cfg.prefill  # what the engine feeds besides each step's own positions (SimConfig.prefill)
+        prompt = cfg.prompt_tokens if self.prefill != "none" else 0
+        self.prompt_due = self.catchup = prompt  # the target's and the drafter's prefill of the first prompt
 
     def main(self):
         """The scheduler's SimPy process (a generator)."""
         raise NotImplementedError
 
+    def current_drafts(self) -> list:
+        """The drafts the current cycle (async: stage) holds, ``[start, end, lengths, batch, abandoned]`` each."""
+        return []
+
+    def draft_prefill(self, pos: int) -> int:
+        """Draft tokens target row ``pos`` feeds before its own step (:attr:`SimConfig.prefill`): none, the draft
+        just before it ('last'), or every draft of the cycle before it that its sequence has not seen ('unseen':
+        in sync all rows start together, so row j feeds drafts 0..j-1; an async row starts once the row before it
+        holds all but the last)."""
+        if self.prefill == "none" or pos == 0:
+            return 0
+        drafts = self.current_drafts()
+        if self.prefill == "unseen" and self.cfg.mode == "sync":
+            return int(sum(d[2][0] for d in drafts[:pos]))
+        return int(drafts[pos - 1][2][0]) if pos - 1 < len(drafts) else 0
+
     def target_job(self, pos: int, carried: bool = False, cap: float = math.inf) -> Job:
         """The next target step, as a job for the server; it stops at the ``cap`` its request has left."""
         L = min(self.tlen(), cap)
         passes, written = self.tpasses.one(L, carried)
-        return Job(pos, L, passes, written)
+        pre = self.draft_prefill(pos)
+        if pos == 0 and self.prompt_due:  # the request's first step also prefills its prompt
+            pre, self.prompt_due = pre + self.prompt_due, 0
+        return Job(pos, L, passes, written, pre)
 
     def draft(self, depth: int, cap: float, now: float) -> tuple[simpy.Event, list]:
-        """Draft one position on the run's own drafter, from ``now``, at most ``cap`` tokens.
+        """Draft one position on the run's own drafter, from ``now``, at most ``cap`` tokens (its first pass also
+        feeds what the drafter has not seen: the prompt, or the target's committed step).
 
         Returns its event (it fires when the draft is done; ``event.t`` is that
         time) and its record ``[start, end, candidate lengths, batch, abandoned]``.
         """
-        d, lens, b = self.work.draft(depth, cap)
+        d, lens, b = self.work.draft(depth, cap, self.catchup)
+        self.catchup = 0
         ev = Timeout(self.env, d)
         ev.t = now + d  # when it fires (SimPy's own sum)
         return ev, [now, ev.t, lens, b, False]
@@ -80,7 +104,10 @@ class EventRun:
         return ev
 
     def target_written(self, job: Job) -> None:
-        """The target's own step ``job`` went into the output (after a rejection, or the bonus step)."""
+        """The target's own step ``job`` went into the output (after a rejection, or the bonus step): with
+        prefill, the drafter feeds it before its next draft."""
+        if self.prefill != "none" and not (self.prompt_due and self.in_request == 0):  # not: a request just began
+            self.catchup = job.tokens
 
     def abandon(self, record: list) -> None:
         """The draft of ``record`` is no longer needed (a private drafter just lets it finish unseen)."""
@@ -103,6 +130,8 @@ class EventRun:
         if self.rem <= 0:
             self.rem = self.work.next_request()
             self.in_request = 0
+            if self.prefill != "none":  # the next request starts by prefilling its prompt on both models
+                self.prompt_due = self.catchup = self.cfg.prompt_tokens
             return True
         return False
 

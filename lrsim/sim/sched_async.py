@@ -51,6 +51,9 @@ class AsyncRun(EventRun):
         self._new_stage(self.env.now)
         yield self.done
 
+    def current_drafts(self) -> list:
+        return self.st.drafts if self.st is not None else []
+
     # ``now`` is passed along: SimPy's clock is a property, read once per event
 
     def _new_stage(self, now: float) -> None:

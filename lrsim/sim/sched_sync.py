@@ -19,7 +19,10 @@ class SyncRun(EventRun):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
-        self.drafts: list[list] = []  # the current cycle's drafts (lrsim.serve reads them)
+        self.drafts: list[list] = []  # the current cycle's drafts
+
+    def current_drafts(self) -> list:
+        return self.drafts
 
     def main(self):
         env, k1 = self.env, self.cfg.k1

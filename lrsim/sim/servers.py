@@ -27,10 +27,11 @@ class Job:
     """One target step: a sequence on the target server; ``on_done(job, now)`` is called when it is done."""
 
     __slots__ = ("pos", "tokens", "passes", "written", "work0", "finish", "start", "end", "batch", "work",
-                 "on_done", "sid", "state", "wasted", "verdict")
+                 "on_done", "sid", "state", "wasted", "verdict", "prefill")
 
-    def __init__(self, pos: int, tokens: int, passes: float, written: int):
+    def __init__(self, pos: int, tokens: int, passes: float, written: int, prefill: int = 0):
         self.pos, self.tokens, self.passes, self.written = pos, tokens, passes, written
+        self.prefill = prefill  # positions its first pass also feeds (draft steps or a prompt it has not seen)
         self.start = self.end = None
         self.batch = 0
         self.work = 0.0
@@ -56,8 +57,9 @@ class TargetServer:
     batch-independent case faster.
     """
 
-    def __init__(self, env: simpy.Environment, iteration_time: Callable[[int], float], grid: bool):
+    def __init__(self, env: simpy.Environment, iteration_time: Callable[..., float], grid: bool):
         self.env, self.iteration_time, self.grid = env, iteration_time, grid
+        self.firsts: list[tuple[float, int]] = []  # (work when their first pass ends, prefill positions)
         self.jobs: list[Job] = []
         self.pending: list[Job] = []  # waiting for the next boundary (batch-dependent d only)
         self.leaving: list[Job] = []  # cancelled, leave at the next boundary (batch-dependent d only)
@@ -109,17 +111,29 @@ class TargetServer:
     def _on_boundary(self) -> bool:
         return not self.grid or abs(self.work - round(self.work)) <= _tol(self.work)
 
+    def _extra(self) -> int:
+        """Prefill positions in the current iteration: the first passes of sequences that feed what they have not
+        seen (expired ones are dropped)."""
+        if self.firsts:
+            w = self.work + _tol(self.work)
+            self.firsts = [f for f in self.firsts if f[0] > w]
+        return sum(p for _, p in self.firsts)
+
     def _set_d(self) -> None:
         b = len(self.jobs)
         if b:
-            d = self._d.get(b)
+            key = (b, self._extra())
+            d = self._d.get(key)
             if d is None:
-                d = self._d[b] = self.iteration_time(b)
+                d = self._d[key] = self.iteration_time(b, key[1]) if key[1] else self.iteration_time(b)
             self.d = d
             if b > self.peak:
                 self.peak = b
 
     def _admit(self, jobs: list[Job], w0: float, t: float) -> None:
+        pre = sum(j.prefill for j in jobs)
+        if pre:
+            self.firsts.append((w0 + 1, pre))  # their first pass, one iteration from w0, also prefills
         for j in jobs:
             j.work0, j.finish, j.start, j.state = w0, w0 + j.passes, t, RUNNING
         self.jobs.extend(jobs)
@@ -264,6 +278,8 @@ class TargetServer:
         nxt = min([j.finish for j in self.jobs]) - w  # iterations to the next finish
         if self.pending or self.leaving:
             nxt = min(nxt, self._next_boundary() - w)  # or to the next iteration boundary
+        if self.firsts:
+            nxt = min(nxt, min(f for f, _ in self.firsts) - w)  # or to the end of a prefilling first pass
         now = self.env.now
         t = now + max(nxt, 0.0) * self.d
         if t >= self.wake_at:

@@ -85,9 +85,17 @@ class Workload:
         self.draft_pass = {b: dcost.seconds(self._ctx, b, self._dk) * self._dsd for b in self.draft_pass}
         return True
 
-    def iteration_time(self, batch: int) -> float:
-        """One target iteration at ``batch`` sequences: ``tau(context, batch, k2) (1 + c2 (k2 - 1))``."""
-        return self._costs[0].seconds(self._ctx, batch, self.cfg.k2) * self.sd_factor
+    def iteration_time(self, batch: int, extra: float = 0.0) -> float:
+        """One target iteration at ``batch`` sequences, ``extra`` of them prefill positions (first passes):
+        ``tau(context, batch, k2 + extra / batch) (1 + c2 (k2 - 1))``."""
+        return self._costs[0].seconds(self._ctx, batch, self.cfg.k2 + extra / batch) * self.sd_factor
+
+    def draft_prefill(self, batch: int, tokens: float) -> float:
+        """What a draft pass of ``batch`` rows costs more when each row also prefills ``tokens`` positions."""
+        if tokens <= 0:
+            return 0.0
+        d = self._costs[1]
+        return (d.seconds(self._ctx, batch, self._dk + tokens) - d.seconds(self._ctx, batch, self._dk)) * self._dsd
 
     def next_request(self) -> float:
         """Output tokens of the next request (``inf``: one endless request)."""
@@ -97,19 +105,21 @@ class Workload:
         """Latency of one verifier call (0 for a free verifier)."""
         return self.vtime() if self.vtime is not None else 0.0
 
-    def draft(self, depth: int, cap: float = math.inf) -> tuple[float, list[int], int]:
-        """Duration, candidate lengths and batch of drafting one position (its candidates as one batch)."""
+    def draft(self, depth: int, cap: float = math.inf, prefill: float = 0.0) -> tuple[float, list[int], int]:
+        """Duration, candidate lengths and batch of drafting one position (its candidates as one batch);
+        ``prefill``: tokens each candidate's first pass also feeds (what its sequence has not seen)."""
         cfg = self.cfg
         b = cfg.width ** (depth + 1) if cfg.tree else cfg.width
+        extra = self.draft_prefill(b, prefill) if prefill else 0.0
         if b == 1 and self.dpasses.stream is None:  # the common case, kept short
             L = min(self.dlen(), cap)
-            return L * self.draft_pass[1], [L], 1
+            return L * self.draft_pass[1] + extra, [L], 1
         lens = [min(self.dlen(), cap) for _ in range(b)]
         passes = [self.dpasses.one(L)[0] for L in lens]
         if b == 1:
-            return passes[0] * self.draft_pass[1], lens, 1
+            return passes[0] * self.draft_pass[1] + extra, lens, 1
         t, prev = 0.0, 0
         for i, p in enumerate(sorted(passes)):  # the batch shrinks as candidates finish
             t += (p - prev) * self.draft_pass[b - i]
             prev = p
-        return t, lens, b
+        return t + extra, lens, b
