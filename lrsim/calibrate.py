@@ -103,6 +103,7 @@ class Calibration:
     assumptions: dict
     warnings: list[str]
     request_tokens: Summary | None = None  #: output tokens per finished request (cap or EOS)
+    spec_fill: float | None = None  #: share of the k2 - 1 speculative positions proposed per target pass
 
     def to_dict(self, samples: bool = False) -> dict:
         d = asdict(self)
@@ -181,6 +182,22 @@ def solve_alpha_pooled(groups: Sequence[tuple[float, float, int]]) -> float | No
         return None
     expected = lambda a: sum(f * (1 - a**k) / (1 - a) for f, _, k in groups) - T  # noqa: E731 - increasing in a
     return float(optimize.brentq(expected, 1e-12, 1 - 1e-12))
+
+
+def spec_fill(traces: Sequence[Trace]) -> float | None:
+    """Share of the ``k2 - 1`` speculative positions a target pass proposed, pooled over the traces with token
+    speculation: ``sum ngram_drafted / sum (forwards (k2 - 1))`` (n-gram lookup proposes fewer when it finds a
+    short match or none).  None without n-gram counts."""
+    num = den = 0.0
+    for t in traces:
+        k2 = recorded_setting(t.header).k2
+        if k2 < 2:
+            continue
+        for s in t.steps:
+            if s.target_forwards and s.ngram_drafted is not None and not s.cancelled:
+                num += s.ngram_drafted
+                den += s.target_forwards * (k2 - 1)
+    return min(num / den, 1.0) if den else None
 
 
 def token_acceptance(traces: Sequence[Trace]):
@@ -349,6 +366,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         target_tokens=_summary_or_none([s.target_tokens for s in steps if s.target_tokens]),
         assumptions=assumptions, warnings=[w for t in traces for w in t.warnings],
         request_tokens=_summary_or_none([r.output_tokens for t in traces for r in t.requests if r.output_tokens]),
+        spec_fill=spec_fill(traces),
     )
 
 
@@ -376,6 +394,8 @@ def format_calibration(c: Calibration) -> str:
         lines.append(f"  n-gram drafted tokens accepted: {_fmt_prop(c.ngram_token_acceptance)}")
     if c.tokens_per_forward is not None:
         lines.append(f"  target tokens per forward pass: {c.tokens_per_forward.mean:.3f}")
+    if c.spec_fill is not None:
+        lines.append(f"  speculative positions proposed per pass: {c.spec_fill:.3f} of k2 - 1 (spec_fill)")
     for name, tab in (("target", c.target_s_per_token), ("draft", c.draft_s_per_token)):
         if tab:
             row = ", ".join(f"b={b}: {s.mean * 1e3:.1f} ms (n={s.n})" for b, s in tab.items())

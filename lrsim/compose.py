@@ -69,6 +69,8 @@ class Behaviour:
     prompt_tokens: int = option("prompt tokens of a request: the context when it starts", 0)
     verify_calls: str = option("sync verifier calls: 'one' per cycle or 'per_pair'", "one")
     verifier_latency: Dist | None = option("the verifier's recorded latency per call, seconds (from traces)")
+    spec_fill: float = option("share of the k2 - 1 speculative positions a pass computes (n-gram lookup: fewer)",
+                              1.0)
     source: str = option("where the numbers come from: 'numbers' or 'traces'", "numbers")
 
 
@@ -112,7 +114,7 @@ def behaviour_from_traces(traces: Sequence[Trace]) -> Behaviour:
         prompt_tokens=int(statistics.median(prompts)) if prompts else 0,
         verify_calls=verify_calls(traces),
         verifier_latency=Empirical(tuple(c.verify_s.samples)) if c.verify_s and c.verify_s.n else None,
-        source="traces")
+        spec_fill=c.spec_fill if c.spec_fill is not None else 1.0, source="traces")
 
 
 def judge_prompt(hw: HardwareSpec, b: Behaviour) -> int:
@@ -169,6 +171,7 @@ def sim_config(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, see
         alpha1=b.alpha1 if 0 <= b.alpha1 <= 1 else 0.5, alpha2=b.alpha2 if b.alpha2 is not None else 0.5,
         c2=TINY_C2, target_latency=hw.target(setting.mode), draft_latency=hw.draft(setting.mode),
         draft_sd=setting.k2 > 1, verifier_latency=ver, prompt_tokens=b.prompt_tokens, prefill=hw.kv_prefill,
+        spec_fill=b.spec_fill,
         verify_calls=b.verify_calls if setting.mode == "sync" else "one", step_tokens=b.step_tokens,
         draft_tokens=b.draft_tokens, request_tokens=requests, steps=steps, seed=seed)
 

@@ -38,6 +38,18 @@ The profile is context-free (one context point, the median prompt): per-step
 data cannot separate the context's share on these short requests.  Every
 value of the grid comes from the fit; the provenance notes give each fit, its
 data (steps, passes, batch range) and its weighted residual.
+
+**Pass records** (lr-trace ``pass`` lines, lrref's llama.cpp and hf backends)
+give what a step cannot: every forward pass with its rows ``b``, the positions
+it fed ``n`` (prefill of unseen drafts or prompt, n-gram proposals), the
+context ``L`` and its seconds.  When every trace of a setup has them, that
+setup's entries are pure pass costs (:func:`fit_passes`)
+
+    T(L, b, n) = a + c b + g(n) + e n L,   g piecewise linear in n (knots 1, 2, 4, ..., 512)
+
+fitted by least squares on relative errors (``a, c, e >= 0``), and the profile
+says ``prefill: "unseen"`` (lrref's per-sequence KV): the simulator then adds
+the prefill passes itself, as the engine did, instead of averaging them in.
 """
 
 from __future__ import annotations
@@ -57,6 +69,9 @@ from .profile import ArchProfile, Profile, Provenance
 
 GRID_BATCH = (1, 2, 4, 8, 16, 32, 64, 128)
 GRID_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
+PASS_POSITIONS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+PASS_BATCH = (1, 2, 3, 4, 6, 8, 12, 16)
+KNOTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 SETUP_MODES = ("ar", "sync", "async")
 
 
@@ -71,7 +86,7 @@ class TargetFit:
     steps: int
     passes: int
     batch: tuple[float, float]  #: smallest and largest mean batch of a step
-    positions: tuple[int, ...]  #: the k2 values recorded
+    positions: tuple[float, float]  #: smallest and largest mean positions per row of a step
     residual: float  #: weighted rms of (fit - y) / y over the steps
     borrowed: tuple[str, ...]  #: parts taken from other setups' ratios ('a', 'd')
 
@@ -82,7 +97,8 @@ class TargetFit:
         bor = f"; borrowed {' and '.join(self.borrowed)} from other setups' ratios" if self.borrowed else ""
         return (f"target @{self.setup}: T(b, q) = {1e3 * self.a:.2f} + {1e3 * self.c:.2f} b + {1e3 * self.d:.2f} "
                 f"b (q - 1) ms, fitted on {self.steps} steps ({self.passes} passes), mean batch "
-                f"{self.batch[0]:.2f}-{self.batch[1]:.2f}, k2 {','.join(map(str, self.positions))}, weighted rms "
+                f"{self.batch[0]:.2f}-{self.batch[1]:.2f}, positions {self.positions[0]:.2f}-{self.positions[1]:.2f}, "
+                f"weighted rms "
                 f"residual {100 * self.residual:.1f}%{bor}")
 
 
@@ -91,8 +107,12 @@ def setup_of(trace: Trace) -> str:
     return recorded_setting(trace.header).hardware
 
 
-def _target_rows(traces: Sequence[Trace]) -> list[tuple[float, int, float, int]]:
-    """(mean batch, k2, seconds per pass, passes) of every timed, finished target step."""
+def _target_rows(traces: Sequence[Trace]) -> list[tuple[float, float, float, int]]:
+    """(mean batch, positions per row and pass, seconds per pass, passes) of every timed, finished target step.
+
+    Positions: ``1 + ngram_drafted / forwards`` (what the passes computed) when the step counts its n-gram
+    proposals, else the trace's ``k2``.
+    """
     out = []
     for t in traces:
         k2 = recorded_setting(t.header).k2
@@ -100,8 +120,9 @@ def _target_rows(traces: Sequence[Trace]) -> list[tuple[float, int, float, int]]
             if s.target_start is None or s.target_end is None or not s.target_forwards or s.cancelled:
                 continue
             d = s.target_end - s.target_start
+            q = 1 + s.ngram_drafted / s.target_forwards if k2 > 1 and s.ngram_drafted is not None else k2
             if d > 0:
-                out.append((float(s.target_batch or 1), k2, d / s.target_forwards, s.target_forwards))
+                out.append((float(s.target_batch or 1), q, d / s.target_forwards, s.target_forwards))
     return out
 
 
@@ -129,8 +150,8 @@ def _solve(rows, fixed: dict) -> tuple[np.ndarray, float]:
 def _identifies(rows) -> dict[str, bool]:
     """Which parts the steps identify: ``a`` needs more than one batch size, ``d`` both q = 1 and q > 1."""
     bs = [r[0] for r in rows]
-    qs = {r[1] for r in rows}
-    return {"a": max(bs) - min(bs) > 0.25, "d": len(qs) > 1 or (min(qs) > 1 and max(bs) - min(bs) > 0.25)}
+    qs = [r[1] for r in rows]
+    return {"a": max(bs) - min(bs) > 0.25, "d": max(qs) - min(qs) > 0.25 or (min(qs) > 1 and max(bs) - min(bs) > 0.25)}
 
 
 def fit_targets(traces: Sequence[Trace]) -> dict[str, TargetFit]:
@@ -154,27 +175,101 @@ def fit_targets(traces: Sequence[Trace]) -> dict[str, TargetFit]:
         (a, c, d), rms = _solve(rows, fixed)
         bs = [r[0] for r in rows]
         out[s] = TargetFit(s, float(a), float(c), float(d), len(rows), int(sum(r[3] for r in rows)),
-                           (min(bs), max(bs)), tuple(sorted({r[1] for r in rows})), rms, tuple(sorted(fixed)))
+                           (min(bs), max(bs)), (min(r[1] for r in rows), max(r[1] for r in rows)), rms,
+                           tuple(sorted(fixed)))
     return out
 
 
-def draft_costs(traces: Sequence[Trace], alpha2: float | None) -> dict[str, dict[tuple[int, int], float]]:
-    """Per setup: draft seconds per pass by (batch, k2) (ratio of sums: total time over passes, where a pass
-    writes one token, or ``E[tokens/pass]`` with token speculation inside draft steps)."""
-    sums: dict[str, dict[tuple[int, int], list[float]]] = {}
+@dataclass(frozen=True)
+class PassFit:
+    """``T(L, b, n) = a + c b + g(n) + e n L`` seconds per pass of one engine on one setup (pass records)."""
+
+    setup: str
+    engine: str
+    a: float
+    c: float
+    e: float
+    slope: float  #: g's slope from n = 0
+    hinges: tuple[float, ...]  #: g's change of slope at each of :data:`KNOTS`
+    passes: int
+    rows: tuple[int, int]
+    tokens: tuple[int, int]
+    context: tuple[float, float]
+    residual: float  #: rms of (fit - y) / y
+
+    def g(self, n: float) -> float:
+        return self.slope * n + sum(h * max(0.0, n - k) for h, k in zip(self.hinges, KNOTS))
+
+    def seconds(self, L: float, b: float, n: float) -> float:
+        return max(self.a + self.c * b + self.g(n) + self.e * n * L, 1e-6)  # fixed, per row, positions, attention
+
+    def describe(self) -> str:
+        ms = [f"{1e3 * self.seconds(self.context[0], 1, n):.1f}" for n in (1, 2, 4, 16, 64)]
+        return (f"{self.engine} @{self.setup}: pure pass cost fitted on {self.passes} pass records (rows "
+                f"{self.rows[0]}-{self.rows[1]}, positions fed {self.tokens[0]}-{self.tokens[1]}, context "
+                f"{self.context[0]:.0f}-{self.context[1]:.0f}): a {1e3 * self.a:.2f} ms + {1e3 * self.c:.2f} ms per "
+                f"row + g(n) + {1e6 * self.e:.3f} us per position and cached token; one row of 1, 2, 4, 16, 64 "
+                f"positions: {', '.join(ms)} ms; rms relative residual {100 * self.residual:.1f}%")
+
+
+def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
+    """Least squares on relative errors of ``a + c b + g(n) + e n L`` (``a, c, e`` and g's first slope >= 0)."""
+    b = np.array([p.rows for p in passes], float)
+    n = np.array([p.tokens for p in passes], float)
+    L = np.array([p.context for p in passes], float)
+    y = np.array([p.seconds for p in passes], float)
+    cols = [np.ones_like(b), b, n * L, n] + [np.maximum(0.0, n - k) for k in KNOTS]
+    X = np.column_stack(cols) / y[:, None]  # relative errors: (fit - y) / y
+    lo = [0.0, 0.0, 0.0, 0.0] + [-np.inf] * len(KNOTS)
+    sol = optimize.lsq_linear(X, np.ones_like(y), bounds=(lo, np.inf)).x
+    fit = PassFit(setup, engine, *map(float, sol[:3]), float(sol[3]), tuple(map(float, sol[4:])), len(passes),
+                  (int(b.min()), int(b.max())), (int(n.min()), int(n.max())), (float(L.min()), float(L.max())), 0.0)
+    rel = np.array([fit.seconds(*x) for x in zip(L, b, n)]) / y - 1
+    return PassFit(**{**fit.__dict__, "residual": float(np.sqrt(np.mean(rel**2)))})
+
+
+def _pass_entry(name: str, fit: PassFit) -> ArchProfile:
+    top = max(fit.context[1], 1.0)
+    ctx = tuple(sorted({0, int(top // 2), int(top), int(2 * top)}))
+    ms = tuple(tuple(tuple(1e3 * fit.seconds(L, b, b * q) for q in PASS_POSITIONS) for b in PASS_BATCH)
+               for L in ctx)
+    return ArchProfile(name, 1, 1, 1, ctx, PASS_BATCH, PASS_POSITIONS, ms)
+
+
+def pass_setups(traces: Sequence[Trace]) -> dict[str, dict[str, list]]:
+    """``{setup: {engine: pass records}}`` for the setups whose every trace has pass records."""
+    have: dict[str, list[bool]] = {}
+    for t in traces:
+        have.setdefault(setup_of(t), []).append(bool(getattr(t, "passes", None)))
+    out: dict[str, dict[str, list]] = {}
+    for t in traces:
+        s = setup_of(t)
+        if all(have[s]):
+            for p in t.passes:
+                if p.seconds > 0 and p.engine in ("target", "draft"):
+                    out.setdefault(s, {}).setdefault(p.engine, []).append(p)
+    return out
+
+
+def draft_costs(traces: Sequence[Trace], alpha2: float | None,
+                fill: float | None = None) -> dict[str, dict[tuple[int, float], float]]:
+    """Per setup: draft seconds per pass by (batch, positions per row) (ratio of sums: total time over passes,
+    where a pass writes one token, or ``E[tokens/pass]`` with token speculation inside draft steps, and computes
+    ``1 + fill (k2 - 1)`` positions, ``fill`` the target's share of proposals: the draft's are not recorded)."""
+    sums: dict[str, dict[tuple[int, float], list[float]]] = {}
     for t in traces:
         st = recorded_setting(t.header)
         cfg = t.header.config or {}
         sd = st.k2 > 1 and cfg.get("draft_ngram", True) and alpha2 is not None
         per_pass = sum(alpha2**i for i in range(st.k2)) if sd else 1.0  # E[tokens per pass] = (1-a^k)/(1-a)
+        q = 1 + (fill if fill is not None else 1.0) * (st.k2 - 1) if sd else 1.0
         for s in t.steps:
             if s.draft_start is None or s.draft_end is None or not s.draft_tokens or s.cancelled:
                 continue
-            key = (int(s.draft_batch or 1), st.k2 if sd else 1)
-            acc = sums.setdefault(st.hardware, {}).setdefault(key, [0.0, 0.0])
+            acc = sums.setdefault(st.hardware, {}).setdefault((int(s.draft_batch or 1), q), [0.0, 0.0])
             acc[0] += s.draft_end - s.draft_start
             acc[1] += s.draft_tokens / per_pass  # passes
-    return {h: {b: v[0] / v[1] for b, v in sorted(by.items()) if v[1] > 0} for h, by in sums.items()}
+    return {h: {k: v[0] / v[1] for k, v in sorted(by.items()) if v[1] > 0} for h, by in sums.items()}
 
 
 def _name(text: str | None, default: str) -> str:
@@ -231,23 +326,25 @@ def _target_entry(name: str, fit: TargetFit, context: int) -> ArchProfile:
     return ArchProfile(name, 1, 1, 1, (context,), GRID_BATCH, GRID_POSITIONS, ms)
 
 
-def _draft_entry(name: str, costs: dict[tuple[int, int], float], fit: TargetFit | None,
+def _draft_entry(name: str, costs: dict[tuple[int, float], float], fit: TargetFit | None,
                  context: int) -> ArchProfile:
-    """Measured (batch, k2) points; other positions from the measured ones scaled by the target's own
-    ``T(1, q) / T(1, k2)`` on the same setup (the engine's cost of a speculated position)."""
+    """Per batch, the draft's pass cost at one position (measured at q = 1, else from a measured q scaled by the
+    target's ``T(1, 1) / T(1, q)`` on the same setup: the engine's cost of a speculated position), and at other
+    positions that base times ``T(1, q) / T(1, 1)``."""
     def r(q: float) -> float:
         return fit.seconds(1, q) / fit.seconds(1, 1) if fit is not None and fit.seconds(1, 1) > 0 else 1.0
 
     batches = tuple(sorted({b for b, _ in costs}))
     rows = []
     for b in batches:
-        have = {k: v for (bb, k), v in costs.items() if bb == b}
-        k0 = min(have)
-        rows.append(tuple(1e3 * (have[q] if q in have else have[k0] * r(q) / r(k0)) for q in GRID_POSITIONS))
+        have = {q: v for (bb, q), v in costs.items() if bb == b}
+        base = have[1.0] if 1.0 in have else statistics.fmean(v / r(q) for q, v in have.items())
+        rows.append(tuple(1e3 * base * r(q) for q in GRID_POSITIONS))
     return ArchProfile(name, 1, 1, 1, (context,), batches, GRID_POSITIONS, (tuple(rows),))
 
 
-def _provenance(traces: Sequence[Trace], notes: list[str], command: str | None) -> Provenance:
+def _provenance(traces: Sequence[Trace], notes: list[str], command: str | None,
+                what: str = "effective cost per pass calibrated from trace steps") -> Provenance:
     h = traces[0].header
     hw = h.hardware or {}
     info = (h.config or {}).get("backend_info") or {}
@@ -256,7 +353,7 @@ def _provenance(traces: Sequence[Trace], notes: list[str], command: str | None) 
     loads = [list(t.header.hardware.get("loadavg_start") or []) for t in traces if t.header.hardware]
     return Provenance(
         device=str(hw.get("cpu_model") or hw.get("gpu") or hw.get("machine") or "unknown"),
-        engine=engine + "; effective cost per pass calibrated from trace steps",
+        engine=f"{engine}; {what}",
         dtype=str(hw.get("dtype") or "unknown"), date=str(h.created or time.strftime("%Y-%m-%d"))[:10],
         command=command, source=", ".join(t.path for t in traces), cpu=hw.get("cpu_model"),
         statistic="non-negative least squares per setup, weighted by passes (see notes)",
@@ -270,19 +367,40 @@ def profile_from_traces(traces: Sequence[Trace], name: str = "calibrated", alpha
 
     :raises InputError: no timed target step.
     """
-    fits = fit_targets(traces)
-    drafts = {s: c for s, c in draft_costs(traces, alpha2).items() if c}
+    from ..calibrate import spec_fill
+
     tname, dname = model_names(traces)
+    pure = pass_setups(traces)
+    if pure and set(pure) == {setup_of(t) for t in traces}:
+        return _pure_profile(traces, pure, tname, dname, name, command)
+    fits = fit_targets(traces)
+    drafts = {s: c for s, c in draft_costs(traces, alpha2, spec_fill(traces)).items() if c}
     prompts = [r.prompt_tokens for t in traces for r in t.requests if r.prompt_tokens]
     ctx = int(statistics.median(prompts)) if prompts else 0
     archs = {f"{tname}@{s}": _target_entry(f"{tname}@{s}", f, ctx) for s, f in fits.items()}
     archs |= {f"{dname}@{s}": _draft_entry(f"{dname}@{s}", c, fits.get(s), ctx) for s, c in drafts.items()}
     setups, borrowed = _mode_setups(traces, {"target": set(fits), "draft": set(drafts)})
     notes = [f.describe() for f in fits.values()]
-    notes += [f"draft @{s}: " + ", ".join(f"b={b}, k2={k}: {1e3 * v:.2f} ms per pass" for (b, k), v in c.items())
+    notes += [f"draft @{s}: " + ", ".join(f"b={b}, q={q:.2f}: {1e3 * v:.2f} ms per pass" for (b, q), v in c.items())
               for s, c in drafts.items()]
-    notes += borrowed + [f"context-free: every pass priced at the median prompt ({ctx} tokens)"]
-    mapped = {m: {r: s for r, s in roles.items()} for m, roles in setups.items()}
-    prof = Profile(name, "wall", _provenance(traces, notes, command), archs,
-                   f"pass costs calibrated from {len(traces)} trace(s) of {tname} (draft {dname})", mapped)
-    return prof
+    notes += borrowed + [f"context-free: every pass priced at the median prompt ({ctx} tokens)",
+                         "effective costs: each pass averages its step's prefill and per-pass work (prefill 'none')"]
+    return Profile(name, "wall", _provenance(traces, notes, command), archs,
+                   f"effective pass costs calibrated from {len(traces)} trace(s) of {tname} (draft {dname})", setups,
+                   "none")
+
+
+def _pure_profile(traces: Sequence[Trace], pure: dict, tname: str, dname: str, name: str,
+                  command: str | None) -> Profile:
+    """Every setup from its pass records: pure pass costs, prefill 'unseen' (lrref's per-sequence KV)."""
+    fits = [fit_passes(ps, s, e) for s, by in pure.items() for e, ps in by.items() if len(ps) >= 8]
+    if not any(f.engine == "target" for f in fits):
+        raise InputError("too few target pass records to fit a pass cost (at least 8 per setup)")
+    archs = {f"{tname if f.engine == 'target' else dname}@{f.setup}":
+             _pass_entry(f"{tname if f.engine == 'target' else dname}@{f.setup}", f) for f in fits}
+    have = {r: {f.setup for f in fits if f.engine == r} for r in ("target", "draft")}
+    setups, borrowed = _mode_setups(traces, have)
+    notes = [f.describe() for f in fits] + borrowed
+    return Profile(name, "wall", _provenance(traces, notes, command, "pure cost per pass fitted on pass records"),
+                   archs, f"pass costs of {tname} (draft {dname}) fitted on {len(traces)} trace(s)' pass records",
+                   setups, "unseen")

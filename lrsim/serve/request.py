@@ -10,7 +10,7 @@ private drafter and verifier with the shared draft engine and verifier.
 
 Lifecycle (:meth:`Served.lifecycle`): wait for admission; prefill the prompt
 on the target (its last chunk writes the first token: time to first token)
-and, for LR, on the draft engine; decode the other ``output - 1`` tokens;
+and, for LR with ``prefill`` other than none, on the draft engine; decode the other ``output - 1`` tokens;
 leave.  A target row's context is prompt + committed tokens + the drafts it
 is conditioned on; with ``prefill_drafts`` it first prefills the draft step
 just before it (the rest of its prefix is shared), and the first draft after
@@ -61,7 +61,8 @@ class Served:
     def setup(self, spec: RequestSpec, world: World) -> None:
         self.spec, self.world = spec, world
         self.goal = spec.output - 1  # tokens to decode after the prefill's first token
-        self.dq = self.cfg.k2 if self.cfg.draft_sd and self.cfg.k2 > 1 else 1  # drafter's positions per pass
+        self.q = 1 + self.cfg.spec_fill * (self.cfg.k2 - 1)  # positions a pass computes per row (SimConfig)
+        self.dq = self.q if self.cfg.draft_sd and self.cfg.k2 > 1 else 1  # drafter's positions per pass
         self.catchup = self.prompt_due = 0  # the lifecycle prefills the prompt; then what the drafter has not seen
         self.draft_row: Row | None = None
         self.t_admit = self.t_first = self.t_end = math.nan
@@ -83,7 +84,7 @@ class Served:
         drafts = self.current_drafts()
         pre = self.draft_prefill(pos)  # SimConfig.prefill: the draft tokens this row has not seen
         ctx = self.spec.prompt + 1 + self.committed() + sum(d[2][0] for d in drafts[:pos])
-        return Row(pos, L, passes, written, prefill=pre, q=self.cfg.k2, ctx=ctx)
+        return Row(pos, L, passes, written, prefill=pre, q=self.q, ctx=ctx)
 
     def draft(self, depth: int, cap: float, now: float) -> tuple[simpy.Event, list]:
         w = self.work
@@ -121,7 +122,8 @@ class Served:
         yield world.admission.enter(self.need)
         self.t_admit = env.now
         first = world.target.run([Row(0, 1, 1, 1, prefill=spec.prompt, q=1)])
-        drafter = world.drafter if self.cfg.mode != "ar" and self.cfg.k1 > 1 else None
+        lr = self.cfg.mode != "ar" and self.cfg.k1 > 1
+        drafter = world.drafter if lr and self.cfg.prefill != "none" else None  # with prefill: its prompt too
         dpre = drafter.run([Row(0, 1, 1, 1, prefill=spec.prompt, q=1)]) if drafter is not None else None
         self.t_first = yield first
         if dpre is not None:

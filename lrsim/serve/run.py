@@ -68,11 +68,12 @@ def build_world(cfg: ServeConfig, mode: str) -> tuple[World, object]:
     env = simpy.Environment()
     target_price, draft_price = pricers(sim)
     rows = target_rows(sim)
-    check_pricer(target_price, "target", cfg.max_num_seqs, (1.0, float(sim.k2)), mean_prompt(cfg))
+    q = 1 + sim.spec_fill * (sim.k2 - 1)  # positions a pass computes per row
+    check_pricer(target_price, "target", cfg.max_num_seqs, (1.0, q), mean_prompt(cfg))
     target = BatchEngine(env, target_price, cfg.max_num_batched_tokens, cfg.reprice, cfg.max_num_seqs)
     drafter = None
     if rows > 1:
-        dq = float(sim.k2) if sim.draft_sd and sim.k2 > 1 else 1.0
+        dq = q if sim.draft_sd and sim.k2 > 1 else 1.0
         check_pricer(draft_price, "draft", cfg.max_num_seqs, (1.0, dq), mean_prompt(cfg))
         drafter = BatchEngine(env, draft_price, cfg.max_num_batched_tokens, cfg.reprice, cfg.max_num_seqs)
     adm = Admission(env, cfg.max_num_seqs, cfg.kv_capacity_tokens)

@@ -37,6 +37,9 @@ class SimConfig:
     alpha2: float = option("token acceptance probability of token-level SD, in [0, 1]", 0.6)
     c2: float = option("token drafter/target time per token (n-gram lookup: small, e.g. 0.01)", 0.05)
     k2: int = option("positions per target pass: token-level SD drafts k2 - 1 tokens (1 = no token SD)", 1)
+    spec_fill: float = option("share of the k2 - 1 speculative positions a pass computes on average: what it is "
+                              "priced at, 1 + spec_fill (k2 - 1) positions per row (n-gram lookup proposes fewer "
+                              "when it finds a short match or none; 1: always k2 - 1, as a draft model does)", 1.0)
     width: int = option("W: draft candidates per position", 1)
     correlation: float = option("rho: probability that all W candidates share one verdict (0 = independent)", 0.0)
     tree: bool = option("draft the full W^(j+1) tree at depth j instead of W candidates per position (sync only)",
@@ -129,7 +132,7 @@ def validate(cfg: SimConfig) -> None:
 def _check_numbers(cfg: SimConfig) -> None:
     if cfg.mode not in MODES:
         raise InputError(f"unknown mode {cfg.mode!r}: expected one of {', '.join(MODES)}")
-    for name in ("alpha1", "alpha2", "correlation"):
+    for name in ("alpha1", "alpha2", "correlation", "spec_fill"):
         _unit(name, getattr(cfg, name))
     for name in ("c1", "c2"):
         v = getattr(cfg, name)
@@ -182,7 +185,7 @@ def _check_budget(cfg: SimConfig) -> None:
 def _check_latencies(cfg: SimConfig) -> None:
     """Every batch and token count the run can ask the latency models for is priced (at every context a
     context-aware model can see: up to the longest request)."""
-    tk, lo = cfg.k2, cfg.prompt_tokens
+    tk, lo = 1 + cfg.spec_fill * (cfg.k2 - 1), cfg.prompt_tokens
     hi = lo + request_upper(cfg)
     for b in range(1, target_sequences(cfg) + 1):
         _priced(cfg.target_latency, "target", b, tk, lo, hi)

@@ -27,11 +27,12 @@ class Job:
     """One target step: a sequence on the target server; ``on_done(job, now)`` is called when it is done."""
 
     __slots__ = ("pos", "tokens", "passes", "written", "work0", "finish", "start", "end", "batch", "work",
-                 "on_done", "sid", "state", "wasted", "verdict", "prefill")
+                 "on_done", "sid", "state", "wasted", "verdict", "prefill", "rows0")
 
     def __init__(self, pos: int, tokens: int, passes: float, written: int, prefill: int = 0):
         self.pos, self.tokens, self.passes, self.written = pos, tokens, passes, written
         self.prefill = prefill  # positions its first pass also feeds (draft steps or a prompt it has not seen)
+        self.rows0 = 0.0  # the server's sequence-iterations when it joined
         self.start = self.end = None
         self.batch = 0
         self.work = 0.0
@@ -68,6 +69,7 @@ class TargetServer:
         self.due = math.inf  # when the live wake-up event is due (SimPy's now + delay)
         self.wake_at = math.inf  # time of the live wake-up as planned
         self.deferred = False
+        self.rowwork = 0.0  # sequence-iterations run so far (integral of the batch over work): mean batches
         self.seq_time = 0.0  # sequence-seconds on the server (sum over sequences of time admitted)
         self.seq_iters = 0.0  # sequence-iterations run
         self.wasted = 0.0  # sequence-iterations on wasted steps
@@ -101,7 +103,9 @@ class TargetServer:
         if now is None:
             now = self.env.now
         if self.jobs and now > self.t0:
-            self.work += (now - self.t0) / self.d  # one iteration per d(b) seconds
+            dw = (now - self.t0) / self.d  # one iteration per d(b) seconds
+            self.work += dw
+            self.rowwork += dw * len(self.jobs)
         self.t0 = now
         return now
 
@@ -138,7 +142,8 @@ class TargetServer:
             j.work0, j.finish, j.start, j.state = w0, w0 + j.passes, t, RUNNING
         self.jobs.extend(jobs)
         for j in jobs:
-            j.batch = len(self.jobs)
+            j.batch = len(self.jobs)  # until it leaves: then the mean over its iterations (_remove)
+            j.rows0 = self.rowwork
         self._set_d()
 
     def _remove(self, j: Job, w: float, t: float) -> None:
@@ -148,6 +153,8 @@ class TargetServer:
             j.start = None  # it never ran an iteration
         else:
             self.seq_time += t - j.start
+            if self.rowwork > j.rows0:
+                j.batch = (self.rowwork - j.rows0) / j.work  # rows per pass over its passes (lr-trace's target_batch)
         j.end = t
         self.seq_iters += j.work
         if j.wasted:

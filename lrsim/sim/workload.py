@@ -62,7 +62,8 @@ class Workload:
         self.tpasses = PassModel(Passes(r_tpass, cfg.alpha2, cfg.k2) if sd else None, mean, self.mu2)
         self.dpasses = PassModel(Passes(r_dpass, cfg.alpha2, cfg.k2) if sd and cfg.draft_sd else None, mean, self.mu2)
         dsd = self.sd_factor if sd and cfg.draft_sd else 1.0
-        dk = cfg.k2 if sd and cfg.draft_sd else 1
+        self.q = 1 + cfg.spec_fill * (cfg.k2 - 1)  # positions a target pass computes per row, on average
+        dk = self.q if sd and cfg.draft_sd else 1
         self._dk, self._dsd = dk, dsd
         self.draft_pass = {b: dcost.seconds(self._ctx, b, dk) * dsd
                            for b in range(1, max_draft_batch(cfg) + 1)}  #: by batch
@@ -87,8 +88,8 @@ class Workload:
 
     def iteration_time(self, batch: int, extra: float = 0.0) -> float:
         """One target iteration at ``batch`` sequences, ``extra`` of them prefill positions (first passes):
-        ``tau(context, batch, k2 + extra / batch) (1 + c2 (k2 - 1))``."""
-        return self._costs[0].seconds(self._ctx, batch, self.cfg.k2 + extra / batch) * self.sd_factor
+        ``tau(context, batch, q + extra / batch) (1 + c2 (k2 - 1))``, ``q = 1 + spec_fill (k2 - 1)``."""
+        return self._costs[0].seconds(self._ctx, batch, self.q + extra / batch) * self.sd_factor
 
     def draft_prefill(self, batch: int, tokens: float) -> float:
         """What a draft pass of ``batch`` rows costs more when each row also prefills ``tokens`` positions."""
