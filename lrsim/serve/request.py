@@ -10,11 +10,12 @@ private drafter and verifier with the shared draft engine and verifier.
 
 Lifecycle (:meth:`Served.lifecycle`): wait for admission; prefill the prompt
 on the target (its last chunk writes the first token: time to first token)
-and, for LR with ``prefill`` other than none, on the draft engine; decode the other ``output - 1`` tokens;
-leave.  A target row's context is prompt + committed tokens + the drafts it
-is conditioned on; with ``prefill_drafts`` it first prefills the draft step
-just before it (the rest of its prefix is shared), and the first draft after
-the target wrote a step prefills that step.
+and, for LR with ``prefill`` other than 'none', on the draft engine; decode
+the other ``output - 1`` tokens; leave.  A target row's context is prompt +
+committed tokens + the drafts it is conditioned on; it first prefills the
+draft tokens it has not seen (:meth:`lrsim.sim.events.EventRun.draft_prefill`:
+``SimConfig.prefill``), and the first draft after the target wrote a step
+prefills that step.
 """
 
 from __future__ import annotations
