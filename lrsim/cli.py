@@ -244,6 +244,9 @@ def build_parser() -> OneLineParser:
     p.add_argument("--extrapolate", type=_choice(("error", "clamp", "linear")), default="error",
                    help="outside the measured range: refuse (default), clamp to it, or continue linearly")
     p.add_argument("--json", action="store_true", help="print JSON")
+    from .gpu.command import add_arguments as add_gpu_arguments  # --devices, --synthesize, --tp, --timed, --out
+
+    add_gpu_arguments(p)
     return parser
 
 
@@ -637,7 +640,11 @@ def cmd_calibrate(a: argparse.Namespace) -> str:
 
 
 def cmd_profiles(a: argparse.Namespace) -> str:
+    from .gpu.command import run as gpu_run
     from .hardware import profiles_report
+
+    if (out := gpu_run(a)) is not None:  # --devices / --synthesize (lrsim.gpu)
+        return out
 
     return profiles_report(a.profiles, a.json, a.arch, a.context, a.batch, a.positions, a.draft, a.extrapolate)
 
