@@ -37,9 +37,9 @@ def devices_report(as_json: bool = False) -> str:
     rows = [f"{d.name:<10} {d.bf16_dense_tflops:>12g} {d.memory_gib:>8g} {d.hbm_tb_s:>9g} {d.link_gb_s:>10g} "
             f"{d.fabric_gb_s:>7g}  {d.label}" for d in ds]
     srcs = [f"  {d.name}: {d.source}" for d in ds]
-    return "\n".join([head, *rows, "bandwidths per direction; dense bf16 (no sparsity); sources:", *srcs,
-                      "a device JSON file of your own: docs/gpu-model.md (schema); model:DEVICE[:tpN][:eager] "
-                      "names a modelled profile wherever --hardware is taken"])
+    tail = ("a device JSON file of your own: docs/gpu-model.md (schema); model:DEVICE[:tpN][:eager] names a "
+            "modelled profile wherever --hardware is taken")
+    return "\n".join([head, *rows, "bandwidths per direction; dense bf16 (no sparsity); sources:", *srcs, tail])
 
 
 def synthesize_command(a: argparse.Namespace) -> str:

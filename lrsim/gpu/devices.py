@@ -22,7 +22,7 @@ DEVICES_FILE = Path(__file__).resolve().parents[1] / "data" / "gpus" / "devices.
 GIB = 2 ** 30
 _NUMBERS = ("bf16_dense_tflops", "memory_gib", "hbm_tb_s", "link_gb_s", "fabric_gb_s", "host_link_gb_s",
             "link_latency_us")
-_OPTIONAL = {"aliases": [], "interconnect": "", "url": "", "notes": [], "vendor": "", "label": "", "domain": 8,
+_OPTIONAL = {"aliases": [], "torch_names": [], "interconnect": "", "url": "", "notes": [], "vendor": "", "label": "", "domain": 8,
              "kernel_us": None, "host_us": None}
 
 
@@ -45,6 +45,7 @@ class DeviceSpec:
     source: str = ""
     url: str = ""
     aliases: tuple[str, ...] = ()
+    torch_names: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     kernel_us: float | None = None
     host_us: float | None = None
@@ -74,7 +75,7 @@ class DeviceSpec:
 
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        return d | {"aliases": list(self.aliases), "notes": list(self.notes)}
+        return d | {k: list(d[k]) for k in ("aliases", "torch_names", "notes")}
 
 
 def device_from_dict(d: object, where: str) -> DeviceSpec:
@@ -104,7 +105,7 @@ def device_from_dict(d: object, where: str) -> DeviceSpec:
     if not isinstance(d["name"], str) or not d["name"].strip():
         raise InputError(f"{where}: name must be a non-empty string")
     kw = {k: d.get(k, v) for k, v in _OPTIONAL.items()}
-    kw |= {"aliases": tuple(kw["aliases"]), "notes": tuple(kw["notes"]), "label": kw["label"] or d["name"]}
+    kw |= {k: tuple(kw[k]) for k in ("aliases", "torch_names", "notes")} | {"label": kw["label"] or d["name"]}
     return DeviceSpec(**kw, **{k: float(d[k]) for k in _NUMBERS}, name=d["name"], source=str(d["source"]))
 
 
@@ -144,3 +145,16 @@ def get_device(spec: str | DeviceSpec) -> DeviceSpec:
             raise InputError(f"{p}: invalid JSON ({e.msg}, line {e.lineno})") from None
         return device_from_dict(data, str(p))
     raise InputError(f"unknown device {s!r}: known are {', '.join(device_names())} (or a device JSON file)")
+
+
+def device_for_name(reported: str) -> str | None:
+    """The embedded spec whose ``torch_names`` match a device name as torch reports it (e.g. 'NVIDIA H100 80GB
+    HBM3' -> 'h100-sxm'); the longest match wins; None if none does."""
+    words = set(reported.lower().replace("-", " ").split())
+    best, size = None, 0
+    for d in _embedded():
+        for pat in d.torch_names:
+            need = set(pat.lower().replace("-", " ").split())
+            if need <= words and len(need) > size:
+                best, size = d.name, len(need)
+    return best

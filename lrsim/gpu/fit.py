@@ -91,9 +91,9 @@ def _least_squares(names: tuple[str, ...], bounds: list[tuple[float, float]], ba
     return replace(base, **dict(zip(names, map(float, r.x))))
 
 
-def fit_kernel(data: list[Points], start: Efficiencies = Efficiencies()) -> Efficiencies:
-    """The device-side parameters from ``kernel_sum`` points (``host_us`` untouched)."""
-    return _least_squares(tuple(BOUNDS), list(BOUNDS.values()), start, data)
+def fit_kernel(data: list[Points], start: Efficiencies | None = None) -> Efficiencies:
+    """The device-side parameters from ``kernel_sum`` points (``host_us`` untouched), from ``start`` (defaults)."""
+    return _least_squares(tuple(BOUNDS), list(BOUNDS.values()), start or Efficiencies(), data)
 
 
 def fit_wall(data: list[Points], device_side: Efficiencies) -> Efficiencies:
@@ -132,10 +132,10 @@ def fit(archs: tuple[str, ...] = FIT_ARCHS) -> dict:
                       "loss": "least squares on log(predicted / measured), every measured grid point"},
         "kernel_sum": {"params": kernel_params, "residuals": residual_summary(kdata, dev)},
         "wall": {"params": {"host_us": round(full.host_us, 6)}, "residuals": residual_summary(wdata, full)},
-        "notes": ["Fitted on one H100 (transformers 5.17 eager forward, SDPA, DynamicCache, random weights); applied "
-                  "to other devices relative to their datasheet peaks, an assumption.",
-                  "The 32B shapes (qwen2.5-32b, qwen3-32b) are never fitted on: studies/gpu_model_validation.py "
-                  "predicts them."]}
+        "notes": [("Fitted on one H100 (transformers 5.17 eager forward, SDPA, DynamicCache, random weights); "
+                   "applied to other devices relative to their datasheet peaks, an assumption."),
+                  ("The 32B shapes (qwen2.5-32b, qwen3-32b) are never fitted on: studies/gpu_model_validation.py "
+                   "predicts them.")]}
 
 
 def efficiencies_from(record: dict) -> Efficiencies:

@@ -117,18 +117,19 @@ def check_fits(s: Setup) -> None:
 def _provenance(device: DeviceSpec, tp: int, timed: str, command: str) -> Provenance:
     eff, record = load_fit()
     kind = "kernel sums (what CUDA graphs approach)" if timed == "kernel_sum" else "eager wall time (launch-bound)"
+    tp_note = (f"Tensor parallel {tp}: sharded GEMMs and heads, two ring all-reduces per layer at "
+               f"{device.ring_bandwidth(tp) / 1e9:g} GB/s per direction and {device.link_latency_us:g} us per step, "
+               "and a logits all-gather (modelled; never measured here).") if tp > 1 else "One GPU (TP 1)."
     notes = (
-        "MODELLED, not measured: lrsim.gpu's operator-level model of a transformers eager forward (SDPA attention, "
-        "DynamicCache, bf16), per operator max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + fixed costs.",
-        f"Efficiencies fitted on one H100 ({', '.join(record['fitted_on']['archs'])}; {record['date']}) and applied "
-        f"to {device.name} relative to its datasheet peaks: an assumption.",
+        ("MODELLED, not measured: lrsim.gpu's operator-level model of a transformers eager forward (SDPA attention, "
+         "DynamicCache, bf16), per operator max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + fixed costs."),
+        (f"Efficiencies fitted on one H100 ({', '.join(record['fitted_on']['archs'])}; {record['date']}) and "
+         f"applied to {device.name} relative to its datasheet peaks: an assumption."),
         f"Device spec: {device.source} ({device.url}).",
-        f"Tensor parallel {tp}: sharded GEMMs and heads, two ring all-reduces per layer at "
-        f"{device.ring_bandwidth(tp) / 1e9:g} GB/s per direction and {device.link_latency_us:g} us per step, and a "
-        "logits all-gather (modelled; never measured here)." if tp > 1 else "One GPU (TP 1).",
+        tp_note,
         f"Timing kind {timed}: {kind}; prefill tables are modelled in the same kind (a causal prompt, no cache).",
-        f"Memory: a point is null where weights / TP + KV + activations exceed {USABLE_MEMORY:.0%} of the device's "
-        "memory (this reproduces which 32B shapes the H100 run could not fit).")
+        (f"Memory: a point is null where weights / TP + KV + activations exceed {USABLE_MEMORY:.0%} of the device's "
+         "memory (this reproduces which 32B shapes the H100 run could not fit)."))
     return Provenance(device=f"{device.label} (modelled)", engine=f"lrsim.gpu hardware model v{MODEL_VERSION} of a "
                       f"transformers eager forward (SDPA, DynamicCache), TP {tp}", dtype="bfloat16",
                       date=record["date"], command=command, source="lrsim/data/gpus/fit-h100.json", notes=notes,
