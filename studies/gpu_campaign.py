@@ -52,6 +52,7 @@ KERNEL_GRID = {"context": (0, 1024, 8192), "batch": (1, 2, 4, 8, 16), "positions
 TINY = {"context": (0, 32), "batch": (1, 2), "positions": (1, 2)}
 PAIRS = (("qwen2.5-32b", "qwen2.5-1.5b"), ("qwen3-32b", "qwen3-1.7b"))
 WARMUP, REPEATS = 2, 5
+TRACE_N, TRACE_TOKENS = 2, 256  # problems per mode and tokens per problem of the random-weight traces
 
 
 @dataclass
@@ -259,7 +260,7 @@ def trace_command(c: Campaign, target: str, draft: str) -> list[str]:
     if c.tiny:
         return cmd + ["--n", "1", "--max-tokens", "24", "--max-step-tokens", "6", "--gamma", "2", "--threads", "1",
                       "--prompt-tokens", "12", "--async-threads", "1,1"]
-    return cmd + ["--n", "3", "--max-step-tokens", "64", "--max-tokens", "512", "--gamma", "4"]
+    return cmd + ["--n", str(TRACE_N), "--max-step-tokens", "64", "--max-tokens", str(TRACE_TOKENS), "--gamma", "4"]
 
 
 def part_traces(c: Campaign) -> dict:
@@ -404,7 +405,8 @@ def estimate_traces_s(c: Campaign, target: str) -> float:
     s = _model_setup(c, target)
     from lrsim.gpu.model import forward_s
 
-    return float(3 * 3 * 512 * 1.3 * forward_s(s, 2048, 1, 1, "wall") + 60)  # 3 modes x 3 problems x 512 tokens
+    passes = 3 * TRACE_N * TRACE_TOKENS * 1.3  # 3 modes x problems x tokens, ~30% more passes (drafts, rejections)
+    return float(passes * forward_s(s, 1024, 1, 1, "wall") + 60)
 
 
 def parts(c: Campaign) -> list[Part]:
@@ -466,6 +468,12 @@ def setup(a: argparse.Namespace) -> Campaign:
     if a.device.startswith("cuda"):
         import torch
 
+        if not torch.cuda.is_available() and a.list:  # a plan for a device not here: its spec's memory
+            from lrsim.gpu.devices import get_device
+
+            spec = spec or "h100-sxm"
+            return Campaign(a.device, a.tiny, a.work or ROOT / "runs" / f"gpu-campaign-{spec}",
+                            a.out or ROOT / "studies" / "data" / f"gpu-{spec}", spec, get_device(spec).memory_gib)
         if not torch.cuda.is_available():
             raise SystemExit(f"gpu_campaign: --device {a.device}: torch sees no CUDA device")
         from lrsim.gpu.devices import device_for_name
