@@ -107,7 +107,7 @@ def test_models_that_do_not_fit_are_refused_and_points_that_do_not_fit_are_null(
 
 def test_spec_parsing():
     assert [(d.name, tp, t) for d, tp, t in map(parse_spec, ("h200:tp2", "h200", "H100", "h200:eager",
-                                                                "a100:tp4:kernel", "h200-sxm:tp2:wall"))] == [
+                                                                "a100:tp4:kernel", "model:h200-sxm:tp2:wall"))] == [
         ("h200", 2, "kernel_sum"), ("h200", 1, "kernel_sum"), ("h100-sxm", 1, "kernel_sum"), ("h200", 1, "wall"),
         ("a100-80gb", 4, "kernel_sum"), ("h200", 2, "wall")]
     for bad, msg in (("nope", "unknown device 'nope'"), ("h200:tp0", "TP degree"), ("h200:tq2", "unknown device")):
@@ -212,9 +212,12 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, msg):
     assert not out.exists()
 
 
-def test_cli_synthesize_needs_out(capsys):
+def test_cli_synthesize_needs_out_and_its_flags_need_it(capsys):
     assert cli.main(["profiles", "--synthesize", "h200"]) == 2
     assert "--out" in capsys.readouterr().err
+    assert cli.main(["profiles", "--tp", "2"]) == 2
+    assert "--tp goes with --synthesize" in capsys.readouterr().err
+    assert cli.main(["profiles"]) == 0 and "h100-ctx0-kernel" in capsys.readouterr().out
 
 
 def test_hardware_model_spec_through_the_resolver():

@@ -70,7 +70,7 @@ def run(a: argparse.Namespace) -> str | None:
         return devices_report(a.json)
     if getattr(a, "synthesize", None):
         return synthesize_command(a)
-    for flag in ("out",):
-        if getattr(a, flag, None):
+    for flag, default in (("out", None), ("tp", 1), ("timed", "kernel_sum")):
+        if getattr(a, flag, default) != default:
             raise UsageError(f"--{flag} goes with --synthesize")
     return None

@@ -46,7 +46,7 @@ def parse_spec(spec: str) -> tuple[DeviceSpec, int, str]:
 
     :raises InputError: unknown device, a bad suffix (one line).
     """
-    parts = str(spec).split(":")
+    parts = str(spec).removeprefix("model:").split(":")  # the resolver's prefix, if it kept it
     tp, timed = 1, "kernel_sum"
     while len(parts) > 1 and (_TP.match(parts[-1]) or parts[-1] in TIMED):
         last = parts.pop()
