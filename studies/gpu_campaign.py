@@ -200,10 +200,28 @@ def quiet_stderr():
             os.close(saved)
 
 
+def profiled_ms(model, cache, shape, gen, dev) -> float:
+    """One warm-up pass, then 3 passes under torch.profiler: ms per pass of the device's kernels (each kernel event
+    once; memcpy/memset included), or on a CPU the ops' self times (a smoke test, not kernel sums)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from lrref import timing
+
+    cuda = dev.type == "cuda"
+    timing.time_passes(model, cache, shape, 1, 0, gen, dev)
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda) as prof:
+        timing.time_passes(model, cache, shape, 0, 3, gen, dev)
+    if cuda:
+        total_us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+    else:
+        total_us = sum(e.self_cpu_time_total for e in prof.key_averages())
+    return round(total_us / 3 / 1000, 4)  # us over 3 passes -> ms per pass
+
+
 def kernel_sums(c: Campaign, arch: str) -> dict:
     """Kernel sums (ms) of every shape of the kernel grid, as a ``kernel_sum`` profile (CPU: op self times)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from lrref import timing
     from lrref.archs import load_arch
@@ -217,34 +235,28 @@ def kernel_sums(c: Campaign, arch: str) -> dict:
     model = timing.build_model(a, dtype, dev)
     gen = torch.Generator().manual_seed(0)
     base = timing.prefill_row(model, max(ctx), 1024, gen, dev)
-    cuda = dev.type == "cuda"
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     ms, notes = {}, []
     for L in ctx:
         for b in g["batch"]:
             cache, failed = timing._oom_safe(lambda L=L, b=b: timing.rows(model, base, L, b))
             for q in g["positions"]:
-                shape = timing.Shape(L, b, q)
+                got, failed = (None, True) if failed else timing._oom_safe(
+                    lambda L=L, b=b, q=q, cache=cache: profiled_ms(model, cache, timing.Shape(L, b, q), gen, dev))
+                ms[(L, b, q)] = got
                 if failed:
-                    ms[(L, b, q)] = None
                     notes.append(f"context {L} batch {b}: out of memory on {timing.device_name(dev)}")
-                    continue
-                timing.time_passes(model, cache, shape, 1, 0, gen, dev)  # warm this shape up
-                with quiet_stderr(), profile(activities=acts) as prof:
-                    timing.time_passes(model, cache, shape, 0, 3, gen, dev)
-                evs = [e for e in prof.key_averages() if (e.self_device_time_total if cuda else e.self_cpu_time_total)]
-                total_us = sum(e.self_device_time_total if cuda else e.self_cpu_time_total for e in evs)
-                ms[(L, b, q)] = round(total_us / 3 / 1000, 4)  # us over 3 passes -> ms per pass
+            cache = None
     grid = tuple(tuple(tuple(ms[(L, b, q)] for q in g["positions"]) for b in g["batch"]) for L in ctx)
     ap = ArchProfile(arch, timing.parameters(model), a.layers, a.kv_bytes_per_token(dtype), ctx, g["batch"],
                      g["positions"], grid, tuple(dict.fromkeys(notes)))
     facts = torch_device_facts(c.device)
+    stat = ("sum of device kernel times over 3 profiled passes / 3" if dev.type == "cuda"
+            else "sum of CPU op self times over 3 profiled passes / 3 (smoke test: not kernel sums)")
     prov = Provenance(device=facts["device"], engine=f"transformers {facts['transformers']} eager forward, SDPA, "
                       "DynamicCache; torch.profiler", dtype=dtype, date=facts["date"],
                       command=" ".join(sys.argv), torch=facts["torch"], transformers=facts["transformers"],
-                      warmup=1, repeats=3, statistic="sum of device kernel times over 3 profiled passes / 3" if cuda
-                      else "sum of CPU op self times over 3 profiled passes / 3 (smoke test: not kernel sums)")
-    kind = "kernels" if cuda else "cpu-ops"
+                      warmup=1, repeats=3, statistic=stat)
+    kind = "kernels" if dev.type == "cuda" else "cpu-ops"
     write_profile(Profile(f"{kind}-{arch}", "kernel_sum", prov, {arch: ap}, f"{facts['device']}: kernel sums"),
                   c.work / f"kernels-{arch}.json")
     return {"files": [f"kernels-{arch}.json"], "points": sum(v is not None for v in ms.values())}
