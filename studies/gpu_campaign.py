@@ -247,8 +247,9 @@ def kernel_sums(c: Campaign, arch: str) -> dict:
                     notes.append(f"context {L} batch {b}: out of memory on {timing.device_name(dev)}")
             cache = None
     grid = tuple(tuple(tuple(ms[(L, b, q)] for q in g["positions"]) for b in g["batch"]) for L in ctx)
-    ap = ArchProfile(arch, timing.parameters(model), a.layers, a.kv_bytes_per_token(dtype), ctx, g["batch"],
-                     g["positions"], grid, tuple(dict.fromkeys(notes)))
+    ap = ArchProfile(name=arch, params=timing.parameters(model), layers=a.layers,
+                     kv_bytes_per_token=a.kv_bytes_per_token(dtype), context=ctx, batch=g["batch"],
+                     positions=g["positions"], ms=grid, missing=tuple(dict.fromkeys(notes)))
     facts = torch_device_facts(c.device)
     stat = ("sum of device kernel times over 3 profiled passes / 3" if dev.type == "cuda"
             else "sum of CPU op self times over 3 profiled passes / 3 (smoke test: not kernel sums)")
@@ -257,7 +258,8 @@ def kernel_sums(c: Campaign, arch: str) -> dict:
                       command=" ".join(sys.argv), torch=facts["torch"], transformers=facts["transformers"],
                       warmup=1, repeats=3, statistic=stat)
     kind = "kernels" if dev.type == "cuda" else "cpu-ops"
-    write_profile(Profile(f"{kind}-{arch}", "kernel_sum", prov, {arch: ap}, f"{facts['device']}: kernel sums"),
+    write_profile(Profile(name=f"{kind}-{arch}", timed="kernel_sum", provenance=prov, archs={arch: ap},
+                          description=f"{facts['device']}: kernel sums"),
                   c.work / f"kernels-{arch}.json")
     return {"files": [f"kernels-{arch}.json"], "points": sum(v is not None for v in ms.values())}
 

@@ -94,15 +94,18 @@ def arch_profile(s: Setup, g: Grid, timed: str) -> ArchProfile:
     prefill = Prefill(timed, PREFILL_BATCH, PREFILL_PROMPT,
                       tuple(tuple(float(f"{v:.6g}") if k else None for v, k in zip(r, kr)) for r, kr in zip(pre, pok)))
     a = s.arch
-    return ArchProfile(a.name, a.params, a.layers, a.kv_bytes_per_token(), g.context, g.batch, g.positions, grid,
-                       _missing_notes(s, g, ok, too_long), prefill if all(k for r in pok for k in r) else None)
+    return ArchProfile(name=a.name, params=a.params, layers=a.layers, kv_bytes_per_token=a.kv_bytes_per_token(),
+                       context=g.context, batch=g.batch, positions=g.positions, ms=grid,
+                       missing=_missing_notes(s, g, ok, too_long),
+                       prefill=prefill if all(k for r in pok for k in r) else None)
 
 
 def _empty(arch: ArchConfig, g: Grid, why: str) -> ArchProfile:
     """An architecture the device cannot run at this TP degree: every point null, with the reason."""
     nulls = tuple(tuple(tuple(None for _ in g.positions) for _ in g.batch) for _ in g.context)
-    return ArchProfile(arch.name, arch.params, arch.layers, arch.kv_bytes_per_token(), g.context, g.batch,
-                       g.positions, nulls, (f"modelled, not priced: {why}",))
+    return ArchProfile(name=arch.name, params=arch.params, layers=arch.layers,
+                       kv_bytes_per_token=arch.kv_bytes_per_token(), context=g.context, batch=g.batch,
+                       positions=g.positions, ms=nulls, missing=(f"modelled, not priced: {why}",))
 
 
 def check_fits(s: Setup) -> None:
@@ -156,9 +159,9 @@ def synthesize(device: str | DeviceSpec, arch: str, tp: int = 1, timed: str = "k
     s = Setup(a, dev, eff, tp)
     check_fits(s)
     cmd = command or f"lrsim profiles --synthesize {dev.name} --arch {arch} --tp {tp} --timed {timed}"
-    return Profile(name or profile_name(dev, tp, timed), timed, _provenance(dev, tp, timed, cmd),
-                   {a.name: arch_profile(s, grid, timed)},
-                   f"{dev.label}, TP {tp}: modelled forward-pass times ({timed}) of {a.name}")
+    return Profile(name=name or profile_name(dev, tp, timed), timed=timed, provenance=_provenance(dev, tp, timed, cmd),
+                   archs={a.name: arch_profile(s, grid, timed)},
+                   description=f"{dev.label}, TP {tp}: modelled forward-pass times ({timed}) of {a.name}")
 
 
 def whole_device(dev: DeviceSpec, tp: int, timed: str, grid: Grid = Grid(), command: str | None = None) -> Profile:
@@ -179,8 +182,9 @@ def whole_device(dev: DeviceSpec, tp: int, timed: str, grid: Grid = Grid(), comm
         raise InputError(f"no shipped architecture runs on {dev.name} at TP {tp} (the TP degree must divide the "
                          "attention and KV heads, and the weights must fit)")
     cmd = command or f"lrsim profiles --synthesize {dev.name} --tp {tp} --timed {timed}"
-    return Profile(profile_name(dev, tp, timed), timed, _provenance(dev, tp, timed, cmd), archs,
-                   f"{dev.label}, TP {tp}: modelled forward-pass times ({timed}) of every shipped architecture")
+    return Profile(name=profile_name(dev, tp, timed), timed=timed, provenance=_provenance(dev, tp, timed, cmd),
+                   archs=archs, description=f"{dev.label}, TP {tp}: modelled forward-pass times ({timed}) of every "
+                   "shipped architecture")
 
 
 @functools.lru_cache(maxsize=16)
