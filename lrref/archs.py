@@ -1,4 +1,4 @@
-"""Model architectures without weights: the shipped configs (``lrref/data/archs/NAME.json``) and model directories.
+"""Model architectures without weights: the shipped configs (``lrsim/data/archs/NAME.json``) and model directories.
 
 A forward pass costs the same whatever the weights hold, so a latency profile
 (``lrref profile``) needs only the architecture's ``config.json``.  Shipped:
@@ -16,11 +16,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import lrsim
 from lrsim.errors import UsageError
 from lrsim.fields import option
 
 
-ARCH_DIR = Path(__file__).parent / "data" / "archs"
+ARCH_DIR = Path(lrsim.__file__).resolve().parent / "data" / "archs"  # shared with lrsim.gpu (torch-free JSON)
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -56,9 +57,9 @@ class Arch:
 
 
 def source_label(a: Arch) -> str:
-    """Where ``a``'s config came from, for a record: ``lrref/data/archs/NAME.json`` for a shipped one, else its path."""
+    """Where ``a``'s config came from, for a record: ``lrsim/data/archs/NAME.json`` for a shipped one, else its path."""
     p = Path(a.source)
-    return f"lrref/data/archs/{p.name}" if p.parent == ARCH_DIR else a.source
+    return f"lrsim/data/archs/{p.name}" if p.parent == ARCH_DIR else a.source
 
 
 def shipped() -> list[str]:

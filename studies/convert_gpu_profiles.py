@@ -12,7 +12,7 @@ Writes four profiles (``docs/latency-profile.md`` says what each one is and is n
   16384; qwen2.5-1.5b and qwen2.5-32b); shapes that did not fit 80 GB are ``null`` with the source's reason.
 
 ``kernel_ms`` becomes timing kind ``kernel_sum``, ``eager_ms`` becomes ``wall``; prefill (judge) times are
-eager wall times in both.  Layers come from the shipped configs in ``lrref/data/archs`` (plain JSON).
+eager wall times in both.  Layers come from the shipped configs in ``lrsim/data/archs`` (plain JSON).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from lrsim.cost.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
 
 ROOT = Path(__file__).resolve().parents[1]
-ARCHS = ROOT / "lrref" / "data" / "archs"
+ARCHS = ROOT / "lrsim" / "data" / "archs"
 KEY = re.compile(r"^L(\d+)/b(\d+)/q(\d+)$")
 TIMING = {"kernel": ("kernel_ms", "kernel_sum"), "eager": ("eager_ms", "wall")}
 COMMON_NOTES = (

@@ -62,7 +62,7 @@ def test_profile_a_tiny_config_on_cpu(tmp_path, capsys):
     v = p.provenance
     assert (v.dtype, v.threads, v.warmup, v.repeats) == ("float32", 1, 1, 3) and v.torch and v.transformers
     assert v.command.startswith("lrref profile --arch tiny") and v.cpu and v.date
-    assert v.extra["arch_configs"] == {"tiny": "lrref/data/archs/tiny.json"}
+    assert v.extra["arch_configs"] == {"tiny": "lrsim/data/archs/tiny.json"}
     assert all(t > 0 for L in a.ms for b in L for t in b)
     from lrsim.cli import main as lrsim_main
 

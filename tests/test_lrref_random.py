@@ -1,6 +1,6 @@
 """``--random-weights`` (models from architecture configs, tokenizer-free) and ``--device``, on the CPU with ``tiny``.
 
-No prepared model is needed: the tiny architecture is shipped (``lrref/data/archs/tiny.json``).
+No prepared model is needed: the tiny architecture is shipped (``lrsim/data/archs/tiny.json``).
 """
 
 import json
@@ -43,7 +43,7 @@ def check_random_trace(path, p=0.5):
     h = tr.header
     assert h.models["target"] == "random:tiny" and "random weights" in h.notes
     assert h.config["random_weights"]["target"] == "tiny" and h.config["random_weights"]["acceptance_p"] == p
-    assert h.config["random_weights"]["target_config"] == "lrref/data/archs/tiny.json"
+    assert h.config["random_weights"]["target_config"] == "lrsim/data/archs/tiny.json"
     assert h.hardware["device"] == "cpu" and h.config["verify_identical"] is True
     assert all(q.output_tokens == 24 and q.finish == "max_tokens" for q in tr.requests)
     done = [s for s in tr.steps if s.target_tokens and not s.cancelled]

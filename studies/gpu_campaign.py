@@ -1,0 +1,541 @@
+"""One command for what only a GPU can show: profiles, kernel sums, LR traces, model comparison, packed with provenance.
+
+    python studies/gpu_campaign.py --device cuda                  # every default part, resumable
+    python studies/gpu_campaign.py --device cuda --list           # the parts and their stated times, nothing run
+    python studies/gpu_campaign.py --device cuda --parts env,peaks,kernels-qwen2.5-1.5b,compare,pack
+    python studies/gpu_campaign.py --device cpu --tiny --out /tmp/c    # the smoke test (tests/test_gpu_campaign.py)
+
+Parts (each writes into ``--work`` and a ``parts/PART.done.json`` marker; a part with a marker is skipped, so a run cut
+off by a time limit resumes where it stopped; ``--force`` redoes them):
+
+- ``env``: the device, its memory, torch / transformers / CUDA versions, ``nvidia-smi`` (seconds);
+- ``peaks``: achieved bf16 matmul FLOP/s and device-to-device copy bandwidth (to set against the spec; ~1 min);
+- ``profile-ARCH``: ``lrref profile --device cuda`` (wall time, synchronised) of the paper's shapes over context
+  0-32K where the model says memory allows, rows 1-32, positions 1-16;
+- ``kernels-ARCH``: kernel sums of the same passes under ``torch.profiler`` (what CUDA graphs approach; the kind
+  the embedded H100 profiles and the model's fit use) on a smaller grid;
+- ``traces``: ``lrref bench --random-weights TARGET,DRAFT --device cuda`` in ar, lr-sync and lr-async;
+- ``compare``: every measured grid point against the hardware model for this device (and, on an H100, against
+  the embedded H100 profiles);
+- ``pack``: everything into ``studies/data/gpu-<device>/`` with ``manifest.json`` (provenance, per-part times);
+- ``validate``: ``studies/gpu_model_validation.py --profiles`` on the pack (nothing is fitted on it);
+- ``paper-check`` (not in the defaults: ~19 min on 2 cores): ``studies/paper_check.py`` into the pack.
+
+Stated times (``--list``) come from the hardware model's own eager prediction for the device (x warm-up +
+repeats, plus the cache prefill), so they are estimates; every subprocess part runs under a timeout of 3x its
+estimate (at least 2 min).  On a lent GPU machine (10-minute commands, 30 minutes in all) run it a few parts per
+call; see README "GPU campaign".
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+PAPER_ARCHS = ("qwen2.5-1.5b", "qwen2.5-32b", "qwen2.5-7b", "qwen3-1.7b", "qwen3-32b")
+GRID = {"context": (0, 1024, 4096, 8192, 16384, 32768), "batch": (1, 2, 4, 8, 16, 32), "positions": (1, 2, 4, 8, 16)}
+KERNEL_GRID = {"context": (0, 1024, 8192), "batch": (1, 2, 4, 8, 16), "positions": (1, 2, 4, 8, 16)}
+TINY = {"context": (0, 32), "batch": (1, 2), "positions": (1, 2)}
+PAIRS = (("qwen2.5-32b", "qwen2.5-1.5b"), ("qwen3-32b", "qwen3-1.7b"))
+WARMUP, REPEATS = 2, 5
+TRACE_N, TRACE_TOKENS = 2, 256  # problems per mode and tokens per problem of the random-weight traces
+
+
+@dataclass
+class Part:
+    """One resumable piece of the campaign."""
+
+    name: str
+    what: str
+    estimate_s: float
+    run: Callable[[Campaign], dict]
+    default: bool = True
+
+
+@dataclass
+class Campaign:
+    """Where and on what the campaign runs."""
+
+    device: str
+    tiny: bool
+    work: Path
+    out: Path
+    spec: str | None = None  # the lrsim.gpu device spec that prices this device
+    memory_gib: float | None = None
+    log: list = field(default_factory=list)
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return ("tiny",) if self.tiny else PAPER_ARCHS
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        return (("tiny", "tiny"),) if self.tiny else PAIRS
+
+
+# --- the device ---------------------------------------------------------------------------------------
+
+
+def torch_device_facts(device: str) -> dict:
+    """Name, memory, versions of the torch device (and ``nvidia-smi`` on a GPU)."""
+    import torch
+    import transformers
+
+    from lrref.timing import cpu_model, device_name
+
+    dev = torch.device(device)
+    facts = {"device": device_name(dev), "torch": torch.__version__, "transformers": transformers.__version__,
+             "cpu": cpu_model(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    if dev.type == "cuda":
+        p = torch.cuda.get_device_properties(dev)
+        facts |= {"memory_mib": p.total_memory // 2 ** 20, "sms": p.multi_processor_count, "cuda": torch.version.cuda,
+                  "capability": f"{p.major}.{p.minor}"}
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            r = subprocess.run([smi, "-q"], capture_output=True, text=True, timeout=60, check=False)
+            facts["nvidia_smi"] = r.stdout[-20000:]
+    return facts
+
+
+def part_env(c: Campaign) -> dict:
+    facts = torch_device_facts(c.device)
+    (c.work / "env.json").write_text(json.dumps(facts, indent=1) + "\n")
+    return {"device": facts["device"], "files": ["env.json"]}
+
+
+def part_peaks(c: Campaign) -> dict:
+    """bf16 matmul (n^3) and device-to-device copy, best of a few (float32 on a CPU, small sizes with --tiny)."""
+    import torch
+
+    from lrref.timing import synchronize
+
+    dev = torch.device(c.device)
+    n, mib = (512, 64) if c.tiny else (8192, 4096)
+    dtype = torch.float32 if dev.type == "cpu" else torch.bfloat16
+    a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
+    src = torch.empty(mib * 2 ** 20 // 2, device=dev, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+
+    def best(fn, reps: int = 5) -> float:
+        fn()
+        synchronize(dev)
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            synchronize(dev)
+            ts.append(time.perf_counter() - t0)
+        return min(ts)
+
+    t_mm, t_cp = best(lambda: a @ b), best(lambda: dst.copy_(src))
+    out = {"matmul_n": n, "matmul_dtype": str(dtype), "matmul_tflops": 2 * n ** 3 / t_mm / 1e12,
+           "copy_bytes": 2 * src.numel() * 2, "copy_tb_s": 2 * src.numel() * 2 / t_cp / 1e12,
+           "note": "copy: bytes read + written per second; best of 5 after one warm-up"}
+    (c.work / "peaks.json").write_text(json.dumps(out, indent=1) + "\n")
+    return {"files": ["peaks.json"], **{k: round(v, 3) for k, v in out.items() if isinstance(v, float)}}
+
+
+# --- lrref profile and kernel sums ------------------------------------------------------------------
+
+
+def contexts_that_fit(c: Campaign, arch: str, grid: dict) -> tuple[int, ...]:
+    """The grid's contexts whose one-row prefill plus the largest pass fits (lrsim.gpu's memory model)."""
+    if c.tiny or c.memory_gib is None:
+        return grid["context"]
+    from lrsim.gpu.archs import load_arch
+    from lrsim.gpu.model import USABLE_MEMORY, memory_need
+
+    a = load_arch(arch)
+    cap = USABLE_MEMORY * c.memory_gib * 2 ** 30
+    ok = tuple(L for L in grid["context"] if float(memory_need(a, L, 1, max(grid["positions"]))) <= cap
+               and (a.max_positions is None or L + max(grid["positions"]) <= a.max_positions))
+    return ok or grid["context"][:1]
+
+
+def profile_command(c: Campaign, arch: str) -> list[str]:
+    g = TINY if c.tiny else GRID
+    ctx = contexts_that_fit(c, arch, g)
+    cmd = [sys.executable, "-m", "lrref.cli", "profile", "--device", c.device, "--arch", arch, "--quiet",
+           "--context", ",".join(map(str, ctx)), "--batch", ",".join(map(str, g["batch"])),
+           "--positions", ",".join(map(str, g["positions"])), "--out", str(c.work / f"profile-{arch}.json")]
+    return cmd + (["--warmup", "1", "--repeats", "2", "--threads", "1"] if c.tiny else
+                  ["--warmup", str(WARMUP), "--repeats", str(REPEATS)])
+
+
+def run_logged(c: Campaign, cmd: list[str], timeout: float, log: str) -> subprocess.CompletedProcess:
+    """Run a subprocess, its output to ``work/LOG``; a failure raises with the log's tail."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT,
+                       env=os.environ | {"PYTHONPATH": str(ROOT)})
+    (c.work / log).write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    if r.returncode:
+        raise RuntimeError(f"exit {r.returncode}: {' '.join(cmd[2:6])} ...: {(r.stderr or r.stdout)[-400:]}")
+    return r
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence the C++ profiler's per-session lines on file descriptor 2 (Python's errors still propagate)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def profiled_ms(model, cache, shape, gen, dev) -> float:
+    """One warm-up pass, then 3 passes under torch.profiler: ms per pass of the device's kernels (each kernel event
+    once; memcpy/memset included), or on a CPU the ops' self times (a smoke test, not kernel sums)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    from lrref import timing
+
+    cuda = dev.type == "cuda"
+    timing.time_passes(model, cache, shape, 1, 0, gen, dev)
+    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda) as prof:
+        timing.time_passes(model, cache, shape, 0, 3, gen, dev)
+    if cuda:
+        total_us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+    else:
+        total_us = sum(e.self_cpu_time_total for e in prof.key_averages())
+    return round(total_us / 3 / 1000, 4)  # us over 3 passes -> ms per pass
+
+
+def kernel_sums(c: Campaign, arch: str) -> dict:
+    """Kernel sums (ms) of every shape of the kernel grid, as a ``kernel_sum`` profile (CPU: op self times)."""
+    import torch
+
+    from lrref import timing
+    from lrref.archs import load_arch
+    from lrsim.cost.profile import ArchProfile, Profile, Provenance, write_profile
+
+    g = TINY if c.tiny else KERNEL_GRID
+    ctx = contexts_that_fit(c, arch, g)
+    dev = torch.device(c.device)
+    dtype = "float32" if dev.type == "cpu" else "bfloat16"
+    a = load_arch(arch)
+    model = timing.build_model(a, dtype, dev)
+    gen = torch.Generator().manual_seed(0)
+    base = timing.prefill_row(model, max(ctx), 1024, gen, dev)
+    ms, notes = {}, []
+    for L in ctx:
+        for b in g["batch"]:
+            cache, failed = timing._oom_safe(lambda L=L, b=b: timing.rows(model, base, L, b))
+            for q in g["positions"]:
+                got, failed = (None, True) if failed else timing._oom_safe(
+                    lambda L=L, b=b, q=q, cache=cache: profiled_ms(model, cache, timing.Shape(L, b, q), gen, dev))
+                ms[(L, b, q)] = got
+                if failed:
+                    notes.append(f"context {L} batch {b}: out of memory on {timing.device_name(dev)}")
+            cache = None
+    grid = tuple(tuple(tuple(ms[(L, b, q)] for q in g["positions"]) for b in g["batch"]) for L in ctx)
+    ap = ArchProfile(name=arch, params=timing.parameters(model), layers=a.layers,
+                     kv_bytes_per_token=a.kv_bytes_per_token(dtype), context=ctx, batch=g["batch"],
+                     positions=g["positions"], ms=grid, missing=tuple(dict.fromkeys(notes)))
+    facts = torch_device_facts(c.device)
+    stat = ("sum of device kernel times over 3 profiled passes / 3" if dev.type == "cuda"
+            else "sum of CPU op self times over 3 profiled passes / 3 (smoke test: not kernel sums)")
+    prov = Provenance(device=facts["device"], engine=f"transformers {facts['transformers']} eager forward, SDPA, "
+                      "DynamicCache; torch.profiler", dtype=dtype, date=facts["date"],
+                      command=" ".join(sys.argv), torch=facts["torch"], transformers=facts["transformers"],
+                      warmup=1, repeats=3, statistic=stat)
+    kind = "kernels" if dev.type == "cuda" else "cpu-ops"
+    write_profile(Profile(name=f"{kind}-{arch}", timed="kernel_sum", provenance=prov, archs={arch: ap},
+                          description=f"{facts['device']}: kernel sums"),
+                  c.work / f"kernels-{arch}.json")
+    return {"files": [f"kernels-{arch}.json"], "points": sum(v is not None for v in ms.values())}
+
+
+# --- traces, comparison, pack, validation -------------------------------------------------------------
+
+
+def trace_command(c: Campaign, target: str, draft: str) -> list[str]:
+    out = c.work / "traces" / f"{target}+{draft}"
+    cmd = [sys.executable, "-m", "lrref.cli", "bench", "--random-weights", f"{target},{draft}", "--device", c.device,
+           "--modes", "ar,lr-sync,lr-async", "--threshold", "0.7", "--out", str(out)]
+    if c.tiny:
+        return cmd + ["--n", "1", "--max-tokens", "24", "--max-step-tokens", "6", "--gamma", "2", "--threads", "1",
+                      "--prompt-tokens", "12", "--async-threads", "1,1"]
+    return cmd + ["--n", str(TRACE_N), "--max-step-tokens", "64", "--max-tokens", str(TRACE_TOKENS), "--gamma", "4"]
+
+
+def part_traces(c: Campaign) -> dict:
+    files = []
+    for target, draft in c.pairs:
+        run_logged(c, trace_command(c, target, draft), 1800, f"traces-{target}.log")
+        files += [str(p.relative_to(c.work)) for p in sorted((c.work / "traces" / f"{target}+{draft}").glob("*"))]
+    return {"files": files}
+
+
+def compare_rows(c: Campaign) -> list[dict]:
+    """Measured (this device) vs the hardware model for its spec, per profile and architecture."""
+    import numpy as np
+
+    from lrsim.gpu.fit import load_fit, predict_ms, profile_points
+    from lrsim.cost.profile import read_profile
+
+    eff, _ = load_fit()
+    rows = []
+    for f in sorted(c.work.glob("profile-*.json")) + sorted(c.work.glob("kernels-*.json")):
+        for p in profile_points(read_profile(f)):
+            if p.arch == "tiny" and not c.tiny:
+                continue
+            pred = predict_ms(p, eff, c.spec or "h100-sxm")
+            rel = pred / p.ms - 1
+            rows.append({"file": f.name, "arch": p.arch, "timed": p.timed, "spec": c.spec or "h100-sxm",
+                         "points": int(rel.size), "mean_abs": float(np.mean(np.abs(rel))),
+                         "worst_abs": float(np.max(np.abs(rel))), "median": float(np.median(rel))})
+    return rows
+
+
+def h100_rows(c: Campaign) -> list[dict]:
+    """On an H100: this run's kernel sums against the embedded H100 profiles at the shared grid points."""
+    if c.spec != "h100-sxm":
+        return []
+    from lrsim.gpu.fit import PROFILE_DIR, profile_points
+    from lrsim.cost.profile import read_profile
+
+    rows = []
+    for f in sorted(c.work.glob("kernels-*.json")):
+        for p in profile_points(read_profile(f)):
+            for name in ("h100-ctx0-kernel", "h100-context-kernel"):
+                ref = read_profile(PROFILE_DIR / f"{name}.json")
+                if p.arch not in ref.archs:
+                    continue
+                pairs = [(m, ref.time_ms(p.arch, L, b, q)) for L, b, q, m in zip(p.L, p.b, p.q, p.ms)
+                         if _priced(ref, p.arch, L, b, q)]
+                if pairs:
+                    rel = [m / r - 1 for m, r in pairs]
+                    rows.append({"file": f.name, "arch": p.arch, "against": name, "points": len(rel),
+                                 "mean_abs": sum(map(abs, rel)) / len(rel), "worst_abs": max(map(abs, rel))})
+    return rows
+
+
+def _priced(ref, arch: str, L: float, b: float, q: float) -> bool:
+    a = ref.arch(arch)
+    if (L, b, q) not in {(x, y, z) for x in a.context for y in a.batch for z in a.positions}:
+        return False
+    try:
+        ref.time_ms(arch, L, b, q)
+        return True
+    except ValueError:
+        return False
+
+
+def part_compare(c: Campaign) -> dict:
+    rows, h100 = compare_rows(c), h100_rows(c)
+    doc = {"spec": c.spec, "model_vs_measured": rows, "this_run_vs_embedded_h100": h100,
+           "note": "model: lrsim/data/gpus/fit-h100.json on this device's spec; nothing fitted on these points"
+                   + ("; smoke test on a CPU priced as an H100: the numbers mean nothing" if c.tiny else "")}
+    (c.work / "compare.json").write_text(json.dumps(doc, indent=1) + "\n")
+    for r in rows:
+        print(f"  model vs {r['file']} {r['arch']} ({r['timed']}): {r['points']} points, mean |error| "
+              f"{100 * r['mean_abs']:.1f}%, worst {100 * r['worst_abs']:.1f}%, median {100 * r['median']:+.1f}%")
+    return {"files": ["compare.json"], "rows": len(rows), "h100_rows": len(h100)}
+
+
+def part_pack(c: Campaign) -> dict:
+    """Copy every output into the pack folder with a manifest of the campaign's provenance."""
+    c.out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for p in sorted(c.work.rglob("*")):
+        if p.is_file() and p.parent.name != "parts":
+            dst = c.out / p.relative_to(c.work)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dst)
+            files.append(str(p.relative_to(c.work)))
+    markers = {p.name.rsplit(".", 2)[0]: json.loads(p.read_text()) | {"status": p.name.rsplit(".", 2)[1]}
+               for p in sorted((c.work / "parts").glob("*.json"))}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False)
+    manifest = {"format": "lr-gpu-campaign", "version": 1, "device": c.device, "spec": c.spec, "tiny": c.tiny,
+                "date": time.strftime("%Y-%m-%d", time.gmtime()), "git_commit": commit.stdout.strip() or None,
+                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "parts": markers, "files": files}
+    (c.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return {"files": files + ["manifest.json"], "out": str(c.out)}
+
+
+def part_validate(c: Campaign) -> dict:
+    cmd = [sys.executable, str(ROOT / "studies" / "gpu_model_validation.py"), "--profiles", str(c.out),
+           "--out", str(c.out / "validation")] + (["--device", c.spec] if c.spec else ["--device", "h100-sxm"])
+    r = run_logged(c, cmd, 600, "validate.log")
+    return {"summary": [ln for ln in r.stdout.splitlines() if ln.startswith(("held-out", "other device"))]}
+
+
+def part_paper_check(c: Campaign) -> dict:
+    run_logged(c, [sys.executable, str(ROOT / "studies" / "paper_check.py"), "--out", str(c.out / "paper_check")],
+               3600, "paper_check.log")
+    return {"files": ["paper_check/"]}
+
+
+# --- the plan: parts, their stated times, the runner ---------------------------------------------------
+
+
+def _model_setup(c: Campaign, arch: str):
+    from lrsim.gpu.archs import load_arch
+    from lrsim.gpu.devices import get_device
+    from lrsim.gpu.fit import load_fit
+    from lrsim.gpu.model import Setup
+
+    return Setup(load_arch(arch), get_device(c.spec or "h100-sxm"), load_fit()[0])
+
+
+def estimate_grid_s(c: Campaign, arch: str, grid: dict, passes: int) -> float:
+    """Seconds to time ``passes`` passes of every shape that fits, plus the prefill and the model's build."""
+    if c.tiny:
+        return 10.0
+    import numpy as np
+
+    from lrsim.gpu.model import fits, forward_s
+
+    s = _model_setup(c, arch)
+    ctx = contexts_that_fit(c, arch, grid)
+    L, b, q = np.meshgrid(ctx, grid["batch"], grid["positions"], indexing="ij")
+    wall = forward_s(s, L, b, q, "wall") * fits(s, L, b, q)
+    prefill = sum(float(forward_s(s, x, 1, 1024, "kernel_sum")) for x in range(0, max(ctx), 1024))
+    return float(passes * wall.sum() + prefill + 10 + s.arch.params * 2 / 2e9)  # build: ~1 s per 2 GB
+
+
+def estimate_traces_s(c: Campaign, target: str) -> float:
+    if c.tiny:
+        return 15.0
+    s = _model_setup(c, target)
+    from lrsim.gpu.model import forward_s
+
+    passes = 3 * TRACE_N * TRACE_TOKENS * 1.3  # 3 modes x problems x tokens, ~30% more passes (drafts, rejections)
+    return float(passes * forward_s(s, 1024, 1, 1, "wall") + 60)
+
+
+def parts(c: Campaign) -> list[Part]:
+    out = [Part("env", "device, memory, versions, nvidia-smi", 5, part_env),
+           Part("peaks", "achieved bf16 matmul and copy bandwidth", 30, part_peaks)]
+    for a in c.archs:
+        out.append(Part(f"profile-{a}", f"lrref profile --device {c.device} --arch {a} (wall)",
+                        estimate_grid_s(c, a, TINY if c.tiny else GRID, WARMUP + REPEATS),
+                        lambda c, a=a: {"files": [f"profile-{a}.json"]} | _run_profile(c, a)))
+        out.append(Part(f"kernels-{a}", f"kernel sums of {a} under torch.profiler",
+                        2 * estimate_grid_s(c, a, TINY if c.tiny else KERNEL_GRID, 4), lambda c, a=a: kernel_sums(c, a)))
+    for t, d in c.pairs:
+        out.append(Part(f"traces-{t}", f"lrref bench --random-weights {t},{d} ar, lr-sync, lr-async",
+                        estimate_traces_s(c, t), lambda c, t=t, d=d: _run_traces(c, t, d)))
+    out += [Part("compare", "measured vs the hardware model (and vs the embedded H100 profiles on an H100)", 5,
+                 part_compare),
+            Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack),
+            Part("validate", "studies/gpu_model_validation.py --profiles on the pack", 20, part_validate),
+            Part("paper-check", "studies/paper_check.py into the pack (19 min on 2 cores)", 1200, part_paper_check,
+                 default=False)]
+    return out
+
+
+def _run_profile(c: Campaign, arch: str) -> dict:
+    est = estimate_grid_s(c, arch, TINY if c.tiny else GRID, WARMUP + REPEATS)
+    r = run_logged(c, profile_command(c, arch), max(120.0, 3 * est), f"profile-{arch}.log")
+    return {"summary": r.stdout.strip()[-300:]}
+
+
+def _run_traces(c: Campaign, target: str, draft: str) -> dict:
+    out = c.work / "traces" / f"{target}+{draft}"
+    run_logged(c, trace_command(c, target, draft), max(120.0, 3 * estimate_traces_s(c, target)),
+               f"traces-{target}.log")
+    return {"files": [str(p.relative_to(c.work)) for p in sorted(out.glob("*"))]}
+
+
+def run_part(c: Campaign, p: Part, force: bool) -> str:
+    """Run one part unless its marker says it is done; write the marker (done or failed)."""
+    done = c.work / "parts" / f"{p.name}.done.json"
+    done.parent.mkdir(exist_ok=True)
+    if done.is_file() and not force:
+        return "skipped (done)"
+    t0 = time.perf_counter()
+    try:
+        result = p.run(c)
+    except Exception as e:  # noqa: BLE001  (a part that fails is recorded; the others still run)
+        (c.work / "parts" / f"{p.name}.failed.json").write_text(json.dumps({"error": str(e)[-2000:]}, indent=1) + "\n")
+        return f"FAILED after {time.perf_counter() - t0:.1f} s: {str(e).splitlines()[0][:300] if str(e) else e!r}"
+    wall = time.perf_counter() - t0
+    (c.work / "parts" / f"{p.name}.failed.json").unlink(missing_ok=True)
+    done.write_text(json.dumps({"status": "done", "wall_s": round(wall, 1), "estimate_s": round(p.estimate_s, 1),
+                                "what": p.what, "result": result}, indent=1) + "\n")
+    return f"done in {wall:.1f} s (stated {p.estimate_s:.0f} s)"
+
+
+def setup(a: argparse.Namespace) -> Campaign:
+    """The campaign for ``--device``: its spec and memory (a CUDA device), its folders."""
+    spec, mem = a.spec, None
+    if a.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available() and a.list:  # a plan for a device not here: its spec's memory
+            from lrsim.gpu.devices import get_device
+
+            spec = spec or "h100-sxm"
+            return Campaign(a.device, a.tiny, a.work or ROOT / "runs" / f"gpu-campaign-{spec}",
+                            a.out or ROOT / "studies" / "data" / f"gpu-{spec}", spec, get_device(spec).memory_gib)
+        if not torch.cuda.is_available():
+            raise SystemExit(f"gpu_campaign: --device {a.device}: torch sees no CUDA device")
+        from lrsim.gpu.devices import device_for_name
+
+        name = torch.cuda.get_device_name(torch.device(a.device))
+        spec = spec or device_for_name(name)
+        mem = torch.cuda.get_device_properties(torch.device(a.device)).total_memory / 2 ** 30
+    label = spec or ("cpu-tiny" if a.tiny else a.device.replace(":", ""))
+    out = a.out or ROOT / "studies" / "data" / f"gpu-{label}"
+    work = a.work or ROOT / "runs" / f"gpu-campaign-{label}"
+    work.mkdir(parents=True, exist_ok=True)
+    return Campaign(a.device, a.tiny, work, out, spec, mem)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", help="torch device: cuda, cuda:N (or cpu with --tiny)")
+    ap.add_argument("--tiny", action="store_true", help="the smoke test: the tiny config, a few shapes, seconds")
+    ap.add_argument("--parts", help="comma-separated parts to run (default: every default part; --list shows them)")
+    ap.add_argument("--list", action="store_true", help="print the parts and their stated times, run nothing")
+    ap.add_argument("--force", action="store_true", help="redo parts that are done")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no part whose stated time would end past this")
+    ap.add_argument("--spec", help="lrsim.gpu device spec of this device (default: from its name)")
+    ap.add_argument("--work", type=Path, help="working folder (default runs/gpu-campaign-<device>)")
+    ap.add_argument("--out", type=Path, help="the pack (default studies/data/gpu-<device>)")
+    a = ap.parse_args()
+    c = setup(a)
+    plan = parts(c)
+    chosen = [p for p in plan if (p.name in a.parts.split(",") if a.parts else p.default)]
+    unknown = set(a.parts.split(",")) - {p.name for p in plan} if a.parts else set()
+    if unknown:
+        raise SystemExit(f"gpu_campaign: unknown part(s) {', '.join(sorted(unknown))}: {', '.join(p.name for p in plan)}")
+    print(f"campaign on {c.device} (spec {c.spec or 'none'}), work {c.work}, pack {c.out}")
+    for p in chosen:
+        print(f"  {p.name:<22} ~{p.estimate_s / 60:5.1f} min  {p.what}")
+    if a.list:
+        return 0
+    t0, failed = time.perf_counter(), 0
+    for p in chosen:
+        if a.budget_s is not None and time.perf_counter() - t0 + p.estimate_s > a.budget_s:
+            print(f"{p.name}: not started (stated {p.estimate_s:.0f} s would pass --budget-s {a.budget_s:g}); "
+                  "run again to resume")
+            continue
+        status = run_part(c, p, a.force)
+        failed += status.startswith("FAILED")
+        print(f"{p.name}: {status}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
