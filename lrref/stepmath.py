@@ -12,8 +12,8 @@ cosine.  Extraction (:func:`claims`):
    ``$/hour``) is a word, not a division; a hyphen between a number and a word (``2-hour``) is a space.
 2. *Numbers*: thousands separators (``1,234``, ``1\\,234``, ``1{,}234``) and currency signs are dropped, decimals
    are exact fractions (``1.50`` = ``1.5``), ``p%``/``p percent`` is ``p/100`` (``25% of 80`` reads
-   ``0.25 * 80``), the words two..ninety-nine, ``dozen`` (12), ``half`` (1/2) and ``twice`` (2) are numbers.
-   ``one`` is not (``one of them`` is prose).
+   ``0.25 * 80``), the words one..ninety-nine, ``dozen`` (12), ``half`` (1/2) and ``twice`` (2) are numbers
+   (``in one day`` vs ``in 2 weeks`` is a different quantity; ``one of them`` counts too, the cautious side).
 3. *Equations*: words are dropped; numbers, operators (``+ - * / ^``), parentheses and ``=`` that follow each
    other form a chain; punctuation (``, ; : . ! ?`` and line breaks) and two numbers in a row without an operator
    end it.  A chain's sides are split at ``=``; a side with two or more numbers and an operator is an
@@ -39,13 +39,13 @@ from .answers import strip_thousands
 
 Equation = tuple[tuple[str, ...], tuple[Fraction, ...], Fraction | None]
 
-_UNITS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+_UNITS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
 _TEENS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
           "seventeen": 17, "eighteen": 18, "nineteen": 19}
 _TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
          "ninety": 90}
 _WORDS = _UNITS | _TEENS | _TENS | {"dozen": 12, "twice": 2}
-_NUMBER_WORD = re.compile(r"\b(?:({})[- ]({}|one)|({}))\b".format("|".join(_TENS), "|".join(_UNITS), "|".join(_WORDS)),
+_NUMBER_WORD = re.compile(r"\b(?:({})[- ]({})|({}))\b".format("|".join(_TENS), "|".join(_UNITS), "|".join(_WORDS)),
                           re.IGNORECASE)
 _TOKEN = re.compile(r"(?P<num>(?:\d+(?:\.\d+)?|\.\d+)(?:\s*%)?)|(?P<op>[-+*/^])|(?P<eq>=)|(?P<lp>\()|(?P<rp>\))"
                     r"|(?P<x>\b[xX]\b)|(?P<word>[A-Za-z_]+)|(?P<sep>[,;:!?\n]|\.(?!\d))")
@@ -77,8 +77,7 @@ class Claims:
 
 def _word_number(m: re.Match) -> str:
     if m.group(1):
-        unit = 1 if m.group(2).lower() == "one" else _UNITS[m.group(2).lower()]
-        return f" {_TENS[m.group(1).lower()] + unit} "
+        return f" {_TENS[m.group(1).lower()] + _UNITS[m.group(2).lower()]} "
     return f" {_WORDS[m.group(3).lower()]} "
 
 

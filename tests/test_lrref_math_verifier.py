@@ -41,6 +41,8 @@ def test_agreeing_steps(target, draft):
     ("There are 14 days in 2 weeks.", "There are 2 weeks.", "numbers"),  # a new number missing
     ("\\boxed{252}", "\\boxed{36}", "numbers"),
     ("Let's find the days first.", "He reads 18 x 14 = 252 pages.", "equations"),  # prose vs a claim
+    ("1. Calculate the number of days in 2 weeks.\n2. Multiply the days by the pages per day.",  # the README's
+     "1. Calculate the number of pages Tom reads in one day.\n2. Calculate the pages in 2 weeks.", "numbers"),  # plan
 ])
 def test_disagreeing_steps(target, draft, reason):
     got = agree(target, draft)
