@@ -234,6 +234,9 @@ def record(a: argparse.Namespace) -> None:
             continue
         print(f"{r.name}: recording ...", flush=True)
         record_row(a, r)
+    if todo and not a.dry_run:
+        print(f"recorded: {a.record}; then: python studies/answer_quality.py --report {a.record} "
+              f"(and --pack {a.record})", flush=True)
 
 
 # --- reading -------------------------------------------------------------------------------------------
