@@ -21,14 +21,28 @@ import csv
 import io
 import json
 import os
-import re
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 from lrsim.atomic import atomic_write
-from lrsim.stats import wilson
+from lrsim.stats import paired_outcomes, wilson
+
+from .answers import extract_answer, gold_answer, is_correct
+
+DATA = Path(__file__).parent / "data"
+#: problem sets shipped with lrref, by the name ``lrref bench --dataset`` takes (see lrref/data/README.md)
+DATASETS = {"bundled": "problems.jsonl", "gsm8k-test": "gsm8k_test.jsonl"}
+DATASET_HELP = ("problems: a bundled set by name (bundled: the 40 problems lrref was developed on, the default; "
+                "gsm8k-test: the first 100 problems of GSM8K's test set, never used for tuning) or a GSM8K-format "
+                "JSONL file (question, answer ending '#### N')")
+
+
+def dataset_path(name: str | None) -> str:
+    """A bundled problem set's file by name (``None``: ``bundled``), else ``name`` itself as a path."""
+    name = name or "bundled"
+    return str(DATA / DATASETS[name]) if name in DATASETS else name
 
 
 def load_dataset(path: str | os.PathLike, n: int | None = None) -> list[dict]:
@@ -49,57 +63,6 @@ def load_dataset(path: str | os.PathLike, n: int | None = None) -> list[dict]:
     if not rows:
         raise ValueError(f"{path}: no problems")
     return rows
-
-
-def _norm_number(s: str) -> str | None:
-    s = s.replace(",", "").replace("$", "").replace("\\%", "").replace("%", "").strip().rstrip(".")
-    s = re.sub(r"\\(?:text|mathrm)\{[^}]*\}", "", s).strip()
-    m = re.fullmatch(r"-?\d+(?:\.\d+)?", s)
-    if not m:
-        frac = re.fullmatch(r"\\d?frac\{(-?\d+)\}\{(\d+)\}", s)
-        if frac and int(frac.group(2)):
-            return _fmt(int(frac.group(1)) / int(frac.group(2)))
-        return s or None
-    return _fmt(float(s))
-
-
-def _fmt(x: float) -> str:
-    return str(int(round(x))) if abs(x - round(x)) < 1e-9 else f"{x:.6g}"
-
-
-def gold_answer(answer: str) -> str | None:
-    """The number after the last ``####``."""
-    if "####" not in answer:
-        return None
-    return _norm_number(answer.rsplit("####", 1)[1])
-
-
-def _last_boxed(text: str) -> str | None:
-    i = text.rfind("\\boxed{")
-    if i < 0:
-        return None
-    j, depth = i + len("\\boxed{"), 1
-    k = j
-    while k < len(text) and depth:
-        depth += {"{": 1, "}": -1}.get(text[k], 0)
-        k += 1
-    return text[j:k - 1] if depth == 0 else None
-
-
-_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def extract_answer(text: str) -> str | None:
-    """Final answer: the last ``\\boxed{...}`` (nested braces ok), else the last number in the text."""
-    b = _last_boxed(text)
-    if b is not None:
-        n = _norm_number(b)
-        if n is not None and re.fullmatch(r"-?\d+(?:\.\d+)?", n):
-            return n
-        nums = _NUM.findall(b)
-        return _norm_number(nums[-1]) if nums else n
-    nums = _NUM.findall(text)
-    return _norm_number(nums[-1]) if nums else None
 
 
 @dataclass
@@ -129,8 +92,10 @@ class ModeStats:
     latencies: list = field(default_factory=list)  # per request, s
     ttfts: list = field(default_factory=list)  # per request: start to the first committed step, s
     tpots: list = field(default_factory=list)  # per request: latency / output tokens, s
+    outcomes: dict = field(default_factory=dict)  # problem index -> answer right (None: no reference)
+    capped: int = 0  # requests that stopped at the token cap
 
-    def add(self, r, correct: bool, answer: str | None) -> None:
+    def add(self, r, correct: bool | None, answer: str | None, index: int | None = None) -> None:
         self.latencies.append(r.wall_s)
         if r.ttft_s is not None:
             self.ttfts.append(r.ttft_s)
@@ -149,6 +114,8 @@ class ModeStats:
         self.target_forwards += r.target_forwards
         self.correct += bool(correct)
         self.answers.append(answer)
+        self.outcomes[self.requests - 1 if index is None else index] = correct
+        self.capped += getattr(r, "finish", None) == "max_tokens"
 
     def span(self, wall_s: float) -> None:
         """Several requests at once: the mode's wall time is its span, and its overhead what the models left."""
@@ -175,7 +142,7 @@ class ModeStats:
             "ngram_acceptance": round(self.ngram_accepted / self.ngram_drafted, 3) if self.ngram_drafted else None,
             "tokens_per_target_forward": round(self.tokens / self.target_forwards, 3) if self.target_forwards else None,
             "accuracy": round(self.correct / self.requests, 3) if self.requests else None,
-            "accuracy_ci95": [round(lo, 3), round(hi, 3)],
+            "accuracy_ci95": [round(lo, 3), round(hi, 3)], "correct": self.correct, "capped": self.capped,
             "target_share": round(self.target_s / w, 3), "draft_s": round(self.draft_s, 2),
             "draft_share_inline": None if self.wait_s or not self.draft_s else round(self.draft_s / w, 3),
             "verify_share": round(self.verify_s / w, 3), "wait_share": round(self.wait_s / w, 3),
@@ -244,8 +211,8 @@ def _record(st: ModeStats, i: int, r, problems: list[dict], log: Callable[[str],
     """Score one finished request and log its line."""
     p = problems[i]
     ans = extract_answer(r.text)
-    ok = ans is not None and ans == p["gold"]
-    st.add(r, ok, ans)
+    ok = is_correct(ans, p["gold"])
+    st.add(r, ok, ans, i)
     log(f"[{i + 1}/{len(problems)}] {st.mode:>12}: {len(r.ids):4d} tok {r.wall_s:7.1f} s "
         f"{len(r.ids) / max(r.wall_s, 1e-9):6.2f} tok/s steps {len(r.steps):2d} "
         f"accepted {r.accepted_steps:2d} answer {ans} gold {p['gold']} {'ok' if ok else 'x'}")
@@ -256,7 +223,7 @@ def _problem_major(problems, decs, stats, encode, log, progress) -> None:
     for i, p in enumerate(problems):
         ids = encode(p["question"])
         for m, dec in decs.items():
-            _record(stats[m], i, dec.run(i, ids), problems, log)
+            _record(stats[m], i, dec.run(i, ids, p["gold"]), problems, log)
         if progress:
             progress(list(stats.values()))
 
@@ -265,18 +232,39 @@ def _mode_major(problems, decs, stats, encode, log, progress, concurrency: int) 
     """``concurrency`` requests at once: every problem of one mode (closed loop), then the next mode."""
     prompts = [(i, encode(p["question"])) for i, p in enumerate(problems)]
     for m, dec in decs.items():
-        results = dec.run_many(prompts, concurrency,
-                               lambda i, r, st=stats[m]: _record(st, i, r, problems, log))
+        results = dec.run_many(prompts, concurrency, lambda i, r, st=stats[m]: _record(st, i, r, problems, log),
+                               refs={i: p["gold"] for i, p in enumerate(problems)})
         stats[m].span(max(r.end for r in results) - min(r.start for r in results))
         if progress:
             progress(list(stats.values()))
 
 
+def paired_vs_ar(st: ModeStats, ar: ModeStats | None) -> dict:
+    """Paired answers of one mode against ``ar`` on the problems both decoded: ``lost_vs_ar`` (ar right, this
+    mode wrong), ``gained_vs_ar``, their exact McNemar ``p_vs_ar`` and ``paired_n``; all None for ``ar`` itself,
+    without an ``ar`` run beside it, or when answers were not checked (a problem without a reference)."""
+    keys = ("paired_n", "lost_vs_ar", "gained_vs_ar", "p_vs_ar")
+    if ar is None or st is ar or not st.outcomes or any(v is None for v in [*st.outcomes.values(),
+                                                                            *ar.outcomes.values()]):
+        return dict.fromkeys(keys)
+    p = paired_outcomes(st.outcomes, ar.outcomes)
+    return dict(zip(keys, (p.n, p.lost, p.gained, round(p.p_value, 6))))
+
+
 def summarize(stats: Sequence[ModeStats]) -> list[dict]:
+    """Per-mode rows (:meth:`ModeStats.row`), with the paired comparison against ``ar`` when ``ar`` ran."""
     ar = next((s for s in stats if s.mode == "ar"), None)
     ar_tps = ar.tokens / ar.wall_s if ar and ar.wall_s else None
-    return [s.row(ar_tps) for s in stats]
+    return [s.row(ar_tps) | paired_vs_ar(s, ar) for s in stats]
+
+
+def format_paired(rows: Sequence[dict]) -> str | None:
+    """One line per mode on whether its answers held against ``ar``'s (None when nothing was paired)."""
+    out = [f"  {r['mode']}: lost {r['lost_vs_ar']} (ar right, {r['mode']} wrong), gained {r['gained_vs_ar']}, "
+           f"exact McNemar p = {r['p_vs_ar']:.3g} on {r['paired_n']} problems"
+           for r in rows if r.get("paired_n")]
+    return "answers against ar (paired, same problems):\n" + "\n".join(out) if out else None
 
 
 __all__ = ["load_dataset", "extract_answer", "gold_answer", "wilson", "run_bench", "summarize", "write_results",
-           "format_table", "ModeStats", "replace"]
+           "format_table", "format_paired", "paired_vs_ar", "ModeStats", "replace"]

@@ -50,7 +50,7 @@ BACKENDS = ("auto", "hf", "vllm", "llamacpp")
 def _decode_args(p: argparse.ArgumentParser) -> None:
     from .config import MODE_HELP
     from .cpu import DTYPE_HELP, DTYPES
-    from .verifiers import VERIFIERS
+    from .verifiers import THRESHOLD_HELP, VERIFIERS
 
     g = p.add_argument_group("decoding")
     g.add_argument("--gamma", type=_pos_int, default=4, help="lookahead depth (draft steps per cycle / ahead)")
@@ -76,9 +76,10 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--judge", default=None, help="judge model dir (judge verifier; default: the target)")
     m.add_argument("--embedding", default=None, help="embedding model (embedding verifier; default all-mpnet-base-v2)")
     m.add_argument("--verifier", default=None, choices=VERIFIERS,
-                   help="default: embedding (random with --random-weights, the only one allowed there)")
-    m.add_argument("--threshold", type=_float, default=None,
-                   help="verifier threshold (judge margin 0, cosine 0.85, score 7, random p 0.5)")
+                   help="default: embedding (random with --random-weights, the only one allowed there); math: the "
+                        "draft's equations and numbers must be the target step's (no model call), then the "
+                        "embedding cosine decides the prose (docs/answer-quality.md)")
+    m.add_argument("--threshold", type=_float, default=None, help=THRESHOLD_HELP)
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")
     m.add_argument("--dtype", default="auto", choices=DTYPES,
@@ -129,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     _decode_args(gp)
     bp = sub.add_parser("bench", help="benchmark modes side by side on GSM8K-format JSONL")
-    bp.add_argument("--dataset", default=None, help="JSONL with question/answer (default: the bundled problems)")
+    from .bench import DATASET_HELP
+
+    bp.add_argument("--dataset", default="bundled", help=DATASET_HELP)
     bp.add_argument("--n", type=_pos_int, default=30, help="number of problems")
     bp.add_argument("--modes", default=",".join(BENCH_MODES), help="comma-separated modes (" + MODE_HELP + ")")
     bp.add_argument("--out", default=None, help="output directory (default runs/bench-<time>)")
@@ -170,7 +173,7 @@ def _verifier_config(a):
 
     if a.verifier is None:
         a.verifier = "random" if a.random_weights else "embedding"
-    model = a.judge if a.verifier == "judge" else a.embedding if a.verifier == "embedding" else None
+    model = a.judge if a.verifier == "judge" else a.embedding if a.verifier in ("embedding", "math") else None
     return VerifierConfig(a.verifier, a.threshold, model, normalize=not a.exact_strict, seed=a.seed)
 
 
@@ -232,12 +235,13 @@ def _resolve_models(a, cfgs) -> dict:
     against the target's."""
     from . import models
     from .backend import check_vocab
+    from .verifiers import uses_embedding
 
     lm = models.resolve_gguf if a.backend == "llamacpp" else models.resolve
     out = {"target": lm(a.target or models.DEFAULT_TARGET, a.cache_dir)}
     if any(c.is_lr for c in cfgs):
         out["draft"] = lm(a.draft or models.DEFAULT_DRAFT, a.cache_dir)
-        if a.verifier == "embedding":
+        if uses_embedding(a.verifier, _verifier_config(a).t):
             out["embedding"] = models.resolve(a.embedding or models.DEFAULT_EMBEDDING, a.cache_dir)
         if a.verifier == "judge" and a.judge:
             out["judge"] = models.resolve(a.judge, a.cache_dir)
@@ -328,8 +332,8 @@ class _Session:
             self.target, self.draft = _torch_backends(a, paths, cfgs, self.dtype)
         self.vcfg, self.verifier = _verifier_config(a), None
         if "draft" in paths:
-            vc = self.vcfg if a.verifier != "embedding" else \
-                verifiers.VerifierConfig("embedding", a.threshold, paths["embedding"])
+            vc = self.vcfg if "embedding" not in paths else \
+                verifiers.VerifierConfig(a.verifier, a.threshold, paths["embedding"])
             self.verifier = verifiers.build(vc, self.target, a.cache_dir)
 
     def backend_info(self, cfg) -> dict | None:
@@ -451,9 +455,9 @@ def _bench_inputs(a) -> tuple[str, list[dict], list[str]]:
     """Dataset path, its problems and the distinct modes (validated)."""
     from . import bench
 
-    ds = a.dataset or str(Path(__file__).parent / "data" / "problems.jsonl")
+    ds = bench.dataset_path(a.dataset)
     if not Path(ds).is_file():
-        raise UsageError(f"dataset {ds} does not exist")
+        raise UsageError(f"dataset {ds} does not exist (bundled: {', '.join(bench.DATASETS)})")
     if a.n < 1:
         raise UsageError("--n must be >= 1")
     try:
@@ -479,7 +483,8 @@ def cmd_bench(a) -> int:
     t0 = time.time()
 
     def meta(done: int) -> dict:
-        return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "n": len(problems), "done": done,
+        return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "dataset_name": a.dataset,
+                "n": len(problems), "done": done,
                 "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
                 "concurrency": a.concurrency, "device": a.device, "draft_device": a.draft_device or a.device,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
@@ -499,6 +504,9 @@ def cmd_bench(a) -> int:
         print(json.dumps({"meta": final, "modes": rows, "results": str(j)}, indent=1))
     else:
         print(bench.format_table(rows))
+        paired = bench.format_paired(rows)
+        if paired:
+            print("\n" + paired)
         print(f"\nresults: {j} {c}; load average start {load0[0]:.2f}, end {os.getloadavg()[0]:.2f}")
     return 0
 

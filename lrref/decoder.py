@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from lrsim.errors import InputError
 from lrsim.trace import Header, RequestRecord, TraceWriter
 
+from .answers import extract_answer, is_correct
 from .backend import Backend, StepRequest
 from .closed_loop import ClosedLoop
 from .config import ASYNC_CONCURRENCY, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
@@ -93,7 +94,8 @@ class Decoder:
         return out
 
     def run(self, request: int, prompt_ids: Sequence[int], answer_ref: str | None = None) -> Result:
-        """Decode one request (prompt token ids) to EOS or the token cap."""
+        """Decode one request (prompt token ids) to EOS or the token cap; ``answer_ref``: the reference answer
+        (normalised, :func:`lrref.answers.gold_answer`) its trace record's ``correct`` is checked against."""
         w0 = time.perf_counter()
         fwd0 = _forward_s(self.target), _forward_s(self.draft)
         req = self._start(request, prompt_ids)
@@ -107,10 +109,11 @@ class Decoder:
         res.wall_s = time.perf_counter() - w0
         res.target_s += _forward_s(self.target) - fwd0[0]
         res.draft_s += _forward_s(self.draft) - fwd0[1]
-        return self._finish(req)
+        return self._finish(req, answer_ref)
 
     def run_many(self, prompts: Sequence[tuple[int, Sequence[int]]], concurrency: int,
-                 done: Callable[[int, Result], None] | None = None) -> list[Result]:
+                 done: Callable[[int, Result], None] | None = None,
+                 refs: dict[int, str | None] | None = None) -> list[Result]:
         """Decode ``(request, prompt ids)`` pairs ``concurrency`` at a time, in a closed loop.
 
         The next request starts as soon as one ends; the target steps of all requests in flight share one
@@ -118,6 +121,7 @@ class Decoder:
         result's ``wall_s`` is its latency; model time is shared among the requests of every pass by rows.
 
         :param done: called with each request's index and result as it ends.
+        :param refs: request -> reference answer (as :meth:`run`'s ``answer_ref``).
         :raises InputError: lr-async (its draft process serves one chain at a time).
         """
         if self.cfg.base == "lr-async":
@@ -127,7 +131,7 @@ class Decoder:
 
         def finish(req: Request) -> None:
             req.res.wall_s = self.clock() - req.res.start
-            results[req.index] = self._finish(req)
+            results[req.index] = self._finish(req, (refs or {}).get(req.index))
             if done is not None:
                 done(req.index, results[req.index])
 
@@ -145,16 +149,20 @@ class Decoder:
         req.res.start = self.clock()
         return req
 
-    def _finish(self, req: Request) -> Result:
-        """Decode the request's text and write its trace record."""
+    def _finish(self, req: Request, answer_ref: str | None = None) -> Result:
+        """Decode the request's text and write its trace record (with the text's final answer, and whether it
+        is right when a reference is given)."""
         res = req.res
         res.text = self.target.decode(res.ids)
         res.end = self.clock()
+        res.answer = extract_answer(res.text)
+        res.correct = is_correct(res.answer, answer_ref)
         if self.trace:
             self.trace.request(RequestRecord(
                 request=req.index, start=res.start, end=res.end, prompt_tokens=len(req.prompt),
                 output_tokens=len(res.ids), steps=len(res.steps), accepted_steps=res.accepted_steps, finish=res.finish,
-                first_step=res.first_step, text=res.text if self.cfg.log_text else None))
+                first_step=res.first_step, text=res.text if self.cfg.log_text else None, answer=res.answer,
+                correct=res.correct))
         return res
 
 

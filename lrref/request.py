@@ -42,6 +42,8 @@ class Result:
     start: float = 0.0  # trace clock: the request started (arrived, in a closed loop)
     end: float = 0.0  # trace clock: its last step was committed and its text decoded
     first_step: float | None = None  # trace clock: its first step was committed
+    answer: str | None = None  # the text's final answer (lrref.answers.extract_answer)
+    correct: bool | None = None  # the answer matches the reference given to the decoder (None: no reference)
 
     @property
     def latency_s(self) -> float:

@@ -15,10 +15,17 @@ without calling a verifier (recorded as ``verifier = "identical"``).
 - ``random``: accept with probability p (threshold), seeded.
 - ``exact``: whitespace-normalised text equality; with ``normalize=False``
   only token-identical steps pass (the lossless setting).
+- ``math``: numbers first, then prose (:class:`MathVerifier`): the draft's equations and numbers must be
+  the target step's (:func:`lrref.stepmath.agree`, no model call), then the embedding cosine must reach the
+  threshold (0.85); a threshold of -1 skips the embedding model (numbers alone decide).
+
+Thresholds outside a verifier's range are refused (:data:`RANGES`): cosines in [-1, 1], score digits in
+[0, 9], random probabilities in [0, 1]; the judge's logit margin is any number.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
@@ -29,6 +36,7 @@ from typing import Protocol
 from lrsim.errors import InputError
 from lrsim.fields import option
 
+from . import stepmath
 from .backend import ScoringBackend
 
 JUDGE_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -55,33 +63,44 @@ Proposed next reasoning step:
 
 Rate how correct and useful the proposed next step is, from 0 (wrong or useless) to 9 (certainly correct and useful). Answer with a single digit."""
 
-DEFAULT_THRESHOLDS = {"judge": 0.0, "embedding": 0.85, "score": 7.0, "random": 0.5, "exact": 1.0}
-VERIFIERS = tuple(DEFAULT_THRESHOLDS)  # judge, embedding, score, random, exact
+DEFAULT_THRESHOLDS = {"judge": 0.0, "embedding": 0.85, "score": 7.0, "random": 0.5, "exact": 1.0, "math": 0.85}
+VERIFIERS = tuple(DEFAULT_THRESHOLDS)  # judge, embedding, score, random, exact, math
+#: the thresholds each verifier takes (inclusive); exact takes none (its --threshold is ignored)
+RANGES = {"embedding": (-1.0, 1.0), "math": (-1.0, 1.0), "score": (0.0, 9.0), "random": (0.0, 1.0)}
+THRESHOLD_HELP = ("judge: logit margin > t (default 0); embedding: cosine >= t, in [-1, 1] (0.85); score: digit >= t, "
+                  "in [0, 9] (7); random: accept probability, in [0, 1] (0.5); math: cosine >= t after the numbers "
+                  "agree, in [-1, 1] (0.85; -1: numbers alone, no embedding model)")
 
 
 @dataclass(frozen=True)
 class VerifierConfig:
     """Which verifier and how strict."""
 
-    name: str = option("judge, embedding, score, random or exact", "embedding")
-    threshold: float | None = option("judge: logit margin > t; embedding: cosine >= t; score: digit >= t; random: "
-                                     "accept probability (defaults 0, 0.85, 7, 0.5)", None)
-    model: str | None = option("embedding model (name or dir; default all-mpnet-base-v2) or judge model dir "
-                               "(default: the target)", None)
+    name: str = option("judge, embedding, score, random, exact or math", "embedding")
+    threshold: float | None = option(THRESHOLD_HELP, None)
+    model: str | None = option("embedding model of embedding and math (name or dir; default all-mpnet-base-v2) or "
+                               "judge model dir (default: the target)", None)
     normalize: bool = option("exact: compare whitespace-normalised text (False: only token-identical steps pass)",
                              True)
     seed: int = option("random verifier seed", 0)
 
     def __post_init__(self) -> None:
-        """:raises InputError: an unknown verifier or a random verifier's probability outside [0, 1]."""
+        """:raises InputError: an unknown verifier or a threshold outside its range (:data:`RANGES`)."""
         if self.name not in VERIFIERS:
             raise InputError(f"unknown verifier {self.name!r} ({', '.join(VERIFIERS)})")
-        if self.name == "random" and not 0 <= self.t <= 1:
-            raise InputError(f"random verifier probability must be in [0, 1], got {self.t}")
+        check_threshold(self.name, self.t)
 
     @property
     def t(self) -> float:
         return DEFAULT_THRESHOLDS[self.name] if self.threshold is None else self.threshold
+
+
+def check_threshold(name: str, t: float) -> None:
+    """:raises InputError: ``t`` outside the range of verifier ``name`` (:data:`RANGES`)."""
+    lo, hi = RANGES.get(name, (-math.inf, math.inf))
+    if not lo <= t <= hi:
+        what = "probability" if name == "random" else "threshold"
+        raise InputError(f"{name} verifier {what} must be in [{lo:g}, {hi:g}], got {t:g}")
 
 
 @dataclass
@@ -127,8 +146,7 @@ class RandomVerifier:
     name = "random"
 
     def __init__(self, p: float, seed: int = 0):
-        if not 0 <= p <= 1:
-            raise InputError(f"random verifier probability must be in [0, 1], got {p}")
+        check_threshold("random", p)
         self.p, self.rng = p, random.Random(seed)
 
     def verify(self, pairs, contexts=()):
@@ -158,6 +176,35 @@ class EmbeddingVerifier:
 
     def verify(self, pairs, contexts=()):
         return _timed(lambda ps: [Verdict(c >= self.threshold, c) for c in self.cosine(ps)], pairs)
+
+
+class MathVerifier:
+    """Numbers first, then prose: accept a draft step only when its numeric claims agree with the target's step
+    at the same position (:func:`lrref.stepmath.agree`: the same set of equations ``a op b = c``, operands and
+    operators as multisets, and the same set of numbers) and, for the pairs that agree, the embedding cosine is
+    >= ``threshold`` (two steps without numbers: the cosine alone).  Pairs whose numbers disagree never reach the
+    embedding model (their score is None); with ``embedding=None`` (threshold -1) the numbers alone decide
+    (score 1).  The context is not used.
+    """
+
+    name = "math"
+
+    def __init__(self, embedding: EmbeddingVerifier | None, threshold: float = 0.85):
+        check_threshold("math", threshold)
+        self.embedding, self.threshold = embedding, threshold
+
+    def _verdicts(self, pairs) -> list[Verdict]:
+        ok = [stepmath.agree(t, d).ok for t, d in pairs]
+        out = [Verdict(False, None) for _ in pairs]
+        todo = [i for i, good in enumerate(ok) if good]
+        cos = self.embedding.cosine([pairs[i] for i in todo]) if todo and self.embedding is not None else []
+        for j, i in enumerate(todo):
+            c = cos[j] if self.embedding is not None else 1.0
+            out[i] = Verdict(c >= self.threshold, c)
+        return out
+
+    def verify(self, pairs, contexts=()):
+        return _timed(self._verdicts, pairs)
 
 
 class JudgeVerifier:
@@ -215,6 +262,11 @@ class ScoreVerifier:
                       pairs, contexts)
 
 
+def uses_embedding(name: str, t: float) -> bool:
+    """Whether verifier ``name`` at threshold ``t`` needs the embedding model (math at -1 does not)."""
+    return name == "embedding" or (name == "math" and t > -1)
+
+
 def build(cfg: VerifierConfig, target_lm: ScoringBackend | None = None, cache: str | None = None) -> Verifier:
     """Construct the configured verifier (judge/score default to the target model).
 
@@ -229,6 +281,11 @@ def build(cfg: VerifierConfig, target_lm: ScoringBackend | None = None, cache: s
         return RandomVerifier(cfg.t, cfg.seed)
     if cfg.name == "embedding":
         return EmbeddingVerifier(str(models.resolve(cfg.model or models.DEFAULT_EMBEDDING, cache)), cfg.t)
+    if cfg.name == "math":
+        emb = None
+        if uses_embedding(cfg.name, cfg.t):
+            emb = EmbeddingVerifier(str(models.resolve(cfg.model or models.DEFAULT_EMBEDDING, cache)), cfg.t)
+        return MathVerifier(emb, cfg.t)
     if cfg.name in ("judge", "score"):
         lm = target_lm
         if cfg.model:

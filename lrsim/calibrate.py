@@ -16,7 +16,13 @@ data:
 - assumption tests: acceptance independent of position (chi-square test of
   homogeneity), of the previous decision (chi-square on the 2x2 table), and
   whether a step's cost is constant (coefficient of variation of step time,
-  and how much of it token counts explain).
+  and how much of it token counts explain);
+- step acceptance by verifier (the run's verifier and threshold from each
+  trace's header, token-identical drafts counted as accepted), and, when the
+  request records carry ``correct`` (``lrref bench`` writes it), the answers'
+  quality per trace: accuracy (Wilson 95%), requests that hit the token cap,
+  and the paired comparison against the ``ar`` trace among them (lost /
+  gained, exact McNemar p) so a plan can be read beside what it costs.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import numpy as np
 from scipy import optimize, stats
 
 from .errors import InputError
-from .stats import Z95, wilson
-from .trace import Setting, StepRecord, Trace, read_trace, recorded_setting
+from .stats import Z95, paired_outcomes, wilson
+from .trace import Setting, StepRecord, Trace, mode_name, read_trace, recorded_setting
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,23 @@ class Summary:
                    float(q[0]), float(q[1]), float(q[2]), tuple(a.tolist()) if keep else ())
 
 
+@dataclass(frozen=True)
+class Quality:
+    """The answers of one trace whose request records carry ``correct``.
+
+    ``accuracy``: right answers among the checked requests (Wilson 95%); ``capped``: requests that stopped at
+    the token cap (their answer may be cut off); ``vs_ar``: paired against the ``ar`` trace given beside it
+    (same request indices, same prompt lengths): ``n`` shared requests, ``lost`` (ar right, this wrong),
+    ``gained``, exact McNemar ``p_value``; None for ``ar`` itself or without a matching ``ar`` trace.
+    """
+
+    trace: str
+    run: str  #: mode and verifier, e.g. "lr-async, embedding 0.85"
+    accuracy: Proportion
+    capped: int
+    vs_ar: dict | None = None
+
+
 @dataclass
 class Calibration:
     """Everything fitted from the traces (``None`` where the traces hold no evidence)."""
@@ -104,6 +127,8 @@ class Calibration:
     warnings: list[str]
     request_tokens: Summary | None = None  #: output tokens per finished request (cap or EOS)
     spec_fill: float | None = None  #: share of the k2 - 1 speculative positions proposed per target pass
+    alpha1_by_verifier: dict[str, Proportion] = field(default_factory=dict)  #: by :func:`verifier_label`
+    quality: list[Quality] = field(default_factory=list)  #: per trace whose requests carry ``correct``
 
     def to_dict(self, samples: bool = False) -> dict:
         d = asdict(self)
@@ -327,6 +352,68 @@ def _summary_or_none(xs: list) -> Summary | None:
     return Summary.of(xs) if xs else None
 
 
+def verifier_label(trace: Trace) -> str | None:
+    """The run's verifier as the header records it (``config.verifier``): e.g. ``embedding 0.85``,
+    ``exact-strict``, ``math 0.85``; None for a mode without one, or a header without it."""
+    if mode_name(trace.header).split("+")[0] in ("ar", "sd"):
+        return None
+    v = (trace.header.config or {}).get("verifier")
+    if not isinstance(v, dict) or not v.get("name"):
+        return None
+    name, t = v["name"], v.get("threshold_used", v.get("threshold"))
+    if name == "exact":
+        return "exact" if v.get("normalize", True) else "exact-strict"
+    return name if t is None else f"{name} {t:g}"
+
+
+def acceptance_by_verifier(traces: Sequence[Trace]) -> dict[str, Proportion]:
+    """Step acceptance per run verifier (:func:`verifier_label`; traces without one are left out), pooled over
+    the traces of each; token-identical drafts count as accepted, as in ``alpha1``."""
+    groups: dict[str, list[int]] = {}
+    for t in traces:
+        label = verifier_label(t)
+        v = _verified(t.steps)
+        if label is not None and v:
+            kn = groups.setdefault(label, [0, 0])
+            kn[0] += sum(bool(s.decision) for s in v)
+            kn[1] += len(v)
+    return {k: Proportion.of(*kn) for k, kn in sorted(groups.items())}
+
+
+def _outcomes(t: Trace) -> dict[int, bool] | None:
+    """Request -> answer right, when every request record of the trace carries ``correct``."""
+    if not t.requests or any(r.correct is None for r in t.requests):
+        return None
+    return {r.request: bool(r.correct) for r in t.requests}
+
+
+def _same_prompts(a: Trace, b: Trace) -> bool:
+    """The shared request indices hold prompts of the same lengths (the same problems, as far as a trace tells)."""
+    pa, pb = ({r.request: r.prompt_tokens for r in t.requests} for t in (a, b))
+    shared = set(pa) & set(pb)
+    return bool(shared) and all(pa[i] == pb[i] for i in shared)
+
+
+def answer_quality(traces: Sequence[Trace]) -> tuple[list[Quality], list[str]]:
+    """:class:`Quality` of every trace whose requests carry ``correct``, paired against the ``ar`` trace among
+    them whose prompts match; and warnings (an ``ar`` trace on other problems)."""
+    checked = [(t, o) for t in traces if (o := _outcomes(t)) is not None]
+    ars = [(t, o) for t, o in checked if mode_name(t.header) == "ar"]
+    out, warnings = [], []
+    for t, o in checked:
+        run = ", ".join(x for x in (mode_name(t.header), verifier_label(t)) if x)
+        vs = None
+        match = next(((a, ao) for a, ao in ars if a is not t and _same_prompts(t, a)), None)
+        if match is not None:
+            p = paired_outcomes(o, match[1])
+            vs = {"ar_trace": match[0].path, "n": p.n, "lost": p.lost, "gained": p.gained, "p_value": p.p_value}
+        elif ars and mode_name(t.header) != "ar":
+            warnings.append(f"{t.path}: no ar trace on the same problems (prompt lengths differ): not paired")
+        out.append(Quality(t.path, run, Proportion.of(sum(o.values()), len(o)),
+                           sum(r.finish == "max_tokens" for r in t.requests), vs))
+    return out, warnings
+
+
 def calibrate(traces: Sequence[Trace]) -> Calibration:
     """Fit every parameter from already-read traces."""
     if not traces:
@@ -353,6 +440,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         assumptions["batch_cost_growth"] = {
             "target_s_per_token_ratio_largest_vs_smallest_batch": tgt[b[-1]].mean / tgt[b[0]].mean,
             "batches": b}
+    quality, qwarn = answer_quality(traces)
     return Calibration(
         traces=[t.path for t in traces], modes=sorted({t.header.mode for t in traces}),
         config=traces[0].header.config, steps=len(steps), requests=sum(len(t.requests) for t in traces),
@@ -364,9 +452,9 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         verify_s=_summary_or_none(ver),
         draft_tokens=_summary_or_none([s.draft_tokens for s in steps if s.draft_tokens]),
         target_tokens=_summary_or_none([s.target_tokens for s in steps if s.target_tokens]),
-        assumptions=assumptions, warnings=[w for t in traces for w in t.warnings],
+        assumptions=assumptions, warnings=[w for t in traces for w in t.warnings] + qwarn,
         request_tokens=_summary_or_none([r.output_tokens for t in traces for r in t.requests if r.output_tokens]),
-        spec_fill=spec_fill(traces),
+        spec_fill=spec_fill(traces), alpha1_by_verifier=acceptance_by_verifier(traces), quality=quality,
     )
 
 
@@ -415,9 +503,26 @@ def format_calibration(c: Calibration) -> str:
         if s is not None and s.n:
             lines.append(f"  {name} length: mean {s.mean:.1f} tokens, p10 {s.p10:.0f}, p50 {s.p50:.0f}, "
                          f"p90 {s.p90:.0f} (n={s.n})")
+    lines += _format_quality(c)
     lines.append("  assumptions:")
     for k, v in c.assumptions.items():
         lines.append(f"    {k}: {json.dumps(v, default=float)}")
     if c.warnings:
         lines.append(f"  {len(c.warnings)} trace line(s) skipped; first: {c.warnings[0]}")
     return "\n".join(lines)
+
+
+def _format_quality(c: Calibration) -> list[str]:
+    """Step acceptance by verifier and the answers' quality, when the traces have them."""
+    lines = []
+    if c.alpha1_by_verifier:
+        lines.append("  alpha1 by verifier: " + "; ".join(f"{k}: {_fmt_prop(p)}"
+                                                          for k, p in c.alpha1_by_verifier.items()))
+    if c.quality:
+        lines.append("  answers (request records with `correct`; accuracy [Wilson 95%]):")
+    for q in c.quality:
+        vs = q.vs_ar
+        paired = "" if not vs else (f"; against ar: lost {vs['lost']}, gained {vs['gained']}, exact McNemar "
+                                    f"p = {vs['p_value']:.3g} ({vs['n']} paired)")
+        lines.append(f"    {q.run}: {_fmt_prop(q.accuracy)}, {q.capped} at the token cap{paired}")
+    return lines

@@ -1,6 +1,8 @@
 """Interval estimates shared by the simulator, the calibration and the reference decoder's benchmark.
 
 - :func:`wilson`: a proportion's Wilson score interval;
+- :func:`mcnemar_exact`: the exact two-sided McNemar test of paired right/wrong outcomes (a sign test on the
+  discordant pairs), and :func:`paired_outcomes` counting them;
 - :func:`batch_means`: a ratio of sums over consecutive cycles with its
   batch-means standard error (the simulator's speedup and its interval).
 """
@@ -25,6 +27,43 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     mid = (p + Z95**2 / (2 * n)) / d
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / d
     return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value for ``b`` and ``c`` discordant pairs (1 when there are none).
+
+    Under the null each discordant pair falls either way with probability 1/2, so ``min(b, c)`` is
+    ``Binomial(b + c, 1/2)``: ``p = min(1, 2 P(X <= min(b, c)))``, computed exactly (e.g. 5 vs 0: 0.0625).
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {b}, {c}")
+    n, k = b + c, min(b, c)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired right/wrong outcomes of a configuration against a reference on the same items.
+
+    ``lost``: the reference right, this one wrong; ``gained``: the other way; ``n``: items in common;
+    ``p_value``: :func:`mcnemar_exact` of ``lost`` and ``gained``.
+    """
+
+    n: int
+    lost: int
+    gained: int
+    p_value: float
+
+
+def paired_outcomes(this: dict, reference: dict) -> Paired:
+    """Compare ``item -> right?`` maps on the items both hold (items whose outcome is None are left out)."""
+    ids = [i for i in this if i in reference and this[i] is not None and reference[i] is not None]
+    lost = sum(1 for i in ids if reference[i] and not this[i])
+    gained = sum(1 for i in ids if this[i] and not reference[i])
+    return Paired(len(ids), lost, gained, mcnemar_exact(lost, gained))
 
 
 @dataclass(frozen=True)

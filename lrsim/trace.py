@@ -169,8 +169,9 @@ class StepRecord:
     ngram_accepted: int | None = option("of those, tokens the target accepted")
     verify_start: float | None = option("verifier start (s)")
     verify_end: float | None = option("verifier end (s)")
-    verifier: str | None = option("verifier name: judge, embedding, score, random, exact, identical, ...")
-    score: float | None = option("verifier score (cosine, judge logit margin, 0-9 score, ...)")
+    verifier: str | None = option("verifier name: judge, embedding, score, random, exact, math, identical, ...")
+    score: float | None = option("verifier score (cosine, judge logit margin, 0-9 score, ...; math: the cosine, "
+                                 "null when the numbers disagreed)")
     decision: bool | None = option("verifier verdict: draft equivalent to the target step")
     accepted: bool = option("this draft was kept in the output", False)
     committed: str | None = option("'draft' or 'target' on the row whose step reached the output, else null")
@@ -196,8 +197,8 @@ class RequestRecord:
     first_step: float | None = option("when the request's first step was committed (s): its time to first "
                                       "token, counted in steps")
     text: str | None = option("generated text (only with text logging)")
-    answer: str | None = option("extracted final answer")
-    correct: bool | None = option("answer matches the reference, if one was given")
+    answer: str | None = option("extracted final answer (lrref: the last \\boxed{}, else the last number)")
+    correct: bool | None = option("answer matches the reference, if one was given (lrref bench writes it)")
     type: str = "request"
 
 

@@ -20,7 +20,6 @@ from lrsim.cost.hardware import HardwareSpec
 from lrsim.cost.passcost import constant, grid
 from lrsim.dists import Constant, LogNormal
 from lrsim.replay import predict as replay_predict
-from lrsim.replay import trace_hardware
 from lrsim.serve.calibration import decode_from_traces, length_pairs
 from lrsim.serve.config import SIM_MODE, ServeConfig
 from lrsim.serve.grid import serve_grid

@@ -268,6 +268,10 @@ def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
     assert all(0 <= r["overhead_share"] < 1 for r in res["modes"])
     assert (od / "results.csv").read_text().count("\n") == 4
     assert len(read_trace(od / "trace-lr-async_sd.jsonl").requests) == 2
+    # answers paired against ar, per mode; the traces' request records carry the answers
+    assert res["modes"][0]["lost_vs_ar"] is None and all(r["paired_n"] == 2 for r in res["modes"][1:])
+    assert all(r["lost_vs_ar"] + r["gained_vs_ar"] <= 2 and 0 < r["p_vs_ar"] <= 1 for r in res["modes"][1:])
+    assert all(q.correct is not None for q in read_trace(od / "trace-lr-sync.jsonl").requests)
 
 
 def test_cli_bench_with_concurrency(tmp_path, capsys):
@@ -290,6 +294,8 @@ def test_cli_bench_with_concurrency(tmp_path, capsys):
         tr = read_trace(od / f"trace-{r['mode']}.jsonl")
         assert tr.header.setting["version"] == 2 and tr.header.setting["concurrency"] == 2
         assert sorted(q.request for q in tr.requests) == [0, 1, 2] and all(q.first_step for q in tr.requests)
+        assert all(q.correct is not None for q in tr.requests)  # the closed loop passes the references too
+    assert res["modes"][1]["paired_n"] == 3
     assert "latency_mean_s" in (od / "results.csv").read_text().splitlines()[0]
 
 

@@ -20,7 +20,7 @@ def test_exact_and_random_verifiers():
 def test_verifier_config_validation():
     from lrref.verifiers import VERIFIERS, VerifierConfig
 
-    assert VERIFIERS == ("judge", "embedding", "score", "random", "exact")
+    assert VERIFIERS == ("judge", "embedding", "score", "random", "exact", "math")
     assert VerifierConfig("random").t == 0.5 and VerifierConfig("embedding", 0.9).t == 0.9
     with pytest.raises(InputError, match="unknown verifier"):
         VerifierConfig("nope")

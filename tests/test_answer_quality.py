@@ -1,0 +1,165 @@
+"""studies/answer_quality.py without models (the report's numbers from synthetic recorded runs, the plan, resuming,
+packing, the default rule), and one smoke recording with the tiny model (marked ``models``)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from lrsim.trace import Header, RequestRecord, StepRecord, read_trace, write_trace
+
+STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+
+@pytest.fixture
+def aq(monkeypatch):
+    monkeypatch.syspath_prepend(str(STUDIES))  # the script imports studies/common.py
+    spec = importlib.util.spec_from_file_location("answer_quality", STUDIES / "answer_quality.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "answer_quality", mod)  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fake_run(folder: Path, mode: str, correct: list[bool], seconds: list[float], done: int | None = None,
+             decisions: list[bool] = (), n: int | None = None, max_tokens: int = 512, capped: int = 0) -> None:
+    """A recorded bench run of one row: results.json, provenance.txt, a trace whose requests carry ``correct``
+    (20 tokens each; the first ``capped`` stopped at the cap)."""
+    folder.mkdir(parents=True)
+    n = len(correct) if n is None else n
+    meta = {"n": n, "done": n if done is None else done, "dataset": "/x/gsm8k_test.jsonl", "dataset_name": "gsm8k-test",
+            "backend": "llamacpp", "config": {mode: {"max_tokens": max_tokens, "gamma": 4}},
+            "loadavg_start": [0.1, 0, 0], "loadavg_now": [0.2, 0, 0], "cpus": 2, "hardware": {"cpu_model": "test cpu"}}
+    (folder / "results.json").write_text(json.dumps({"meta": meta, "modes": [{"mode": mode}]}))
+    (folder / "results.csv").write_text("mode\n" + mode + "\n")
+    (folder / "provenance.txt").write_text("cpu_model: test cpu\ncpus: 2\nloadavg_start: 0.10 0 0\n"
+                                           "loadavg_end: 0.20 0 0\ndate_start: a\ndate_end: b\n")
+    reqs = [RequestRecord(request=i, start=10.0 * i, end=10.0 * i + s, output_tokens=20, correct=c, prompt_tokens=50,
+                          finish="max_tokens" if i < capped else "eos")
+            for i, (c, s) in enumerate(zip(correct, seconds))]
+    steps = [StepRecord(request=0, cycle=j, position=0, branch=0, verifier="embedding", decision=d)
+             for j, d in enumerate(decisions)]
+    write_trace(folder / f"trace-{mode}.jsonl", Header(source="lrref", mode=mode, config={"mode": mode}), steps, reqs)
+
+
+def study(tmp_path: Path) -> Path:
+    """ar right on 6 of 10 problems at 10 tok/s; lr-async embedding 0.85 loses 5 and gains none at 20 tok/s;
+    lr-async math loses 1 and gains 1 at 15 tok/s; lr-async exact-strict keeps every answer at 8 tok/s."""
+    out = tmp_path / "out"
+    ar = [True] * 6 + [False] * 4
+    fake_run(out / "ar", "ar", ar, [2.0] * 10, capped=1)
+    fake_run(out / "lr-async-embedding-0.85", "lr-async", [False] * 5 + [True] + [False] * 4, [1.0] * 10,
+             decisions=[True, True, True, False])
+    fake_run(out / "lr-async-math-0.85", "lr-async", [False] + [True] * 5 + [False] * 3 + [True], [20 / 15] * 10,
+             decisions=[True, False])
+    fake_run(out / "lr-async-exact-strict", "lr-async", ar, [2.5] * 10)
+    fake_run(out / "lr-async-judge-2", "lr-async", ar[:5], [1.0] * 5, done=5, n=10)  # interrupted
+    return out
+
+
+def test_report_rows_hold_the_paired_numbers(aq, tmp_path, capsys):
+    out = study(tmp_path)
+    assert aq.main(["--report", str(out), "--figures", str(tmp_path / "fig"), "--reps", "200"]) == 0
+    data = json.loads((tmp_path / "fig" / "answer_quality.json").read_text())
+    rows = {r["name"]: r for r in data["rows"]}
+    assert list(rows) == ["ar", "lr-async-exact-strict", "lr-async-math-0.85", "lr-async-embedding-0.85"]
+    emb = rows["lr-async-embedding-0.85"]
+    assert (emb["n"], emb["lost"], emb["gained"]) == (10, 5, 0)
+    assert emb["p_value"] == pytest.approx(0.0625) and emb["accuracy"] == pytest.approx(0.1)
+    assert emb["ar_accuracy"] == pytest.approx(0.6) and emb["speedup"] == pytest.approx(2.0)
+    assert emb["accuracy_ci95"][0] < 0.1 < emb["accuracy_ci95"][1] and emb["step_acceptance"] == pytest.approx(0.75)
+    assert (emb["mode"], emb["verifier"], emb["threshold"]) == ("lr-async", "embedding", 0.85)
+    m = rows["lr-async-math-0.85"]
+    assert (m["lost"], m["gained"], m["p_value"]) == (1, 1, 1.0) and m["speedup"] == pytest.approx(1.5)
+    assert rows["lr-async-exact-strict"]["speedup"] == pytest.approx(0.8) and rows["ar"]["capped"] == 1
+    assert data["default_pick"] == "lr-async-math-0.85"  # the fastest without a significant loss of > 3 points
+    text = capsys.readouterr().out
+    assert "| 5 / 0 | 0.0625 |" in text and "lr-async-judge-2 (incomplete: 5 of 10)" in text
+    assert "math: numbers agree, then cosine >= 0.85 (1.500x" in text
+    assert (tmp_path / "fig" / "answer_quality.html").exists()
+
+
+def test_pick_default_rule(aq):
+    def row(name, speedup, lost, gained, n=40, mode="lr-async"):
+        from lrsim.stats import mcnemar_exact
+
+        return {"name": name, "mode": mode, "speedup": speedup, "p_value": mcnemar_exact(lost, gained),
+                "ar_accuracy": 0.75, "accuracy": 0.75 - (lost - gained) / n}
+
+    rows = [row("fast-lossy", 2.0, 6, 0), row("mid-small-loss", 1.5, 2, 1), row("mid-loss", 1.7, 4, 1),
+            row("slow", 0.9, 0, 0), row("sync-fast", 3.0, 0, 0, mode="lr-sync")]
+    # fast-lossy: p = 0.031 (significant); mid-loss: p = 0.375 but 7.5 points lost; mid-small-loss: 2.5 points
+    assert aq.pick_default(rows)["name"] == "mid-small-loss"
+    assert aq.pick_default(rows, mode="lr-sync")["name"] == "sync-fast"
+    assert aq.pick_default(rows, max_loss=0.0)["name"] == "slow"
+    assert aq.pick_default([row("lossy", 2.0, 6, 0)]) is None
+
+
+def test_record_plans_resumes_and_refuses_other_settings(aq, tmp_path, capsys):
+    out = study(tmp_path)
+    assert aq.main(["--record", str(out), "--n", "10", "--dry-run", "--rows",
+                    "ar,lr-async-judge-2,lr-async-math-numeric,lr-sync-score-7"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"ar: recorded already ({out / 'ar'})"
+    assert lines[1].startswith("3 row(s) to record, 10 problems each, cap 512 tokens")
+    # 10 problems x 300 tokens at 12.5 tok/s x 0.25 (judge) = 960 s
+    assert "lr-async-judge-2" in lines[2] and "0.27 h (at  3.12 tok/s)" in lines[2]
+    cmds = [ln for ln in lines if "lrref.cli bench" in ln]
+    assert len(cmds) == 3 and "--verifier judge --threshold=2" in cmds[0] and "--log-text" in cmds[0]
+    assert "--verifier math --threshold=-1" in cmds[1] and "--dataset gsm8k-test" in cmds[1]
+    assert "--modes lr-sync" in cmds[2] and "--gamma 4" in cmds[2] and "--max-tokens 512" in cmds[2]
+    assert aq.main(["--record", str(out), "--n", "10", "--max-tokens", "256", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds a run of (dataset, problems, max tokens, gamma, backend)" in err[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--record", "x", "--rows", "ar,bogus"], "--rows: distinct names"),
+    (["--record", "x", "--rows", "ar,ar"], "--rows: distinct names"),
+    (["--record", "x", "--n", "0"], "must be > 0"),
+    (["--report", "/no/such/folder"], "no results.json with a ar row"),
+])
+def test_bad_input_is_one_line(aq, capsys, args, message):
+    assert aq.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_pack_gzips_complete_rows_with_a_readme(aq, tmp_path, capsys):
+    out = study(tmp_path)
+    dest = tmp_path / "packed"
+    assert aq.main(["--pack", str(out), "--dest", str(dest)]) == 0
+    assert sorted(p.name for p in dest.iterdir()) == ["README.md", "ar", "lr-async-embedding-0.85",
+                                                      "lr-async-exact-strict", "lr-async-math-0.85"]
+    t = read_trace(dest / "lr-async-embedding-0.85" / "trace-lr-async.jsonl.gz")
+    assert [r.correct for r in t.requests][:6] == [False] * 5 + [True]
+    readme = (dest / "README.md").read_text()
+    assert "MIT licence" in readme and "| `lr-async-math-0.85` | lr-async |" in readme
+    assert aq.main(["--report", str(dest), "--figures", str(tmp_path / "fig2"), "--reps", "50"]) == 0  # reads .gz
+    assert aq.main(["--pack", str(out), "--dest", str(dest)]) == 2  # never over an existing folder
+    assert "exists: move it away" in capsys.readouterr().err
+
+
+@pytest.mark.models
+def test_smoke_records_two_problems_with_the_tiny_model(aq, tmp_path, capsys):
+    from conftest import require_models
+
+    require_models("smollm2-135m-instruct", gguf=True)
+    require_models("all-minilm-l6-v2")
+    out = tmp_path / "out"
+    tiny = ("--target smollm2-135m-instruct --draft smollm2-135m-instruct --embedding all-minilm-l6-v2 "
+            "--max-step-tokens 8")
+    args = ["--n", "2", "--max-tokens", "32", "--gamma", "2", "--rows", "ar,lr-async-math-0.85", "--lrref-args", tiny]
+    assert aq.main(["--record", str(out), *args]) == 0
+    prov = (out / "lr-async-math-0.85" / "provenance.txt").read_text()
+    assert "cpu_model:" in prov and "git_commit:" in prov and "loadavg_end:" in prov and "--verifier math" in prov
+    assert aq.main(["--record", str(out), *args]) == 0  # resumed: nothing left to record
+    assert "lr-async-math-0.85: recorded already" in capsys.readouterr().out
+    t = read_trace(out / "lr-async-math-0.85" / "trace-lr-async.jsonl")
+    assert len(t.requests) == 2 and all(r.correct is not None for r in t.requests)
+    assert {s.verifier for s in t.steps if s.decision is not None} <= {"math", "identical"}
+    assert aq.main(["--report", str(out), "--figures", str(tmp_path / "fig"), "--reps", "50"]) == 0
+    rows = json.loads((tmp_path / "fig" / "answer_quality.json").read_text())["rows"]
+    assert [r["name"] for r in rows] == ["ar", "lr-async-math-0.85"] and rows[1]["n"] == 2
