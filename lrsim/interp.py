@@ -1,15 +1,20 @@
-"""Multilinear interpolation on a rectangular grid with missing points and an explicit extrapolation policy.
+"""Multilinear interpolation on a rectangular grid with missing points, and the one extrapolation policy type.
 
-Used by :mod:`lrsim.profile` for forward-pass times over (context, batch,
-positions) and prefill times over (batch, prompt).  Along each axis the value
-is piecewise linear between neighbouring grid points; over several axes this
-is the tensor product (bilinear, trilinear), which is *exact on grid points*
-and reproduces any function that is affine in each axis separately.
+Used by :mod:`lrsim.cost.profile` for forward-pass times over (context,
+batch, positions) and prefill times over (batch, prompt).  Along each axis
+the value is piecewise linear between neighbouring grid points; over several
+axes this is the tensor product (bilinear, trilinear), which is *exact on grid
+points* and reproduces any function that is affine in each axis separately.
 
-Outside an axis' range the policy decides: ``'error'`` (default) refuses,
-``'clamp'`` uses the end point, ``'linear'`` continues the outermost segment.
-A grid point whose value is missing (``nan``) is never invented: a query whose
-interpolation needs it is refused whatever the policy.
+Outside an axis' range a policy decides (:data:`POLICIES`): ``'error'``
+refuses, ``'clamp'`` uses the end point, ``'linear'`` continues the outermost
+segment.  An axis measured at one value only is *flat*: the value holds for
+every coordinate on it only where the caller pins it there
+(lrsim.cost.passcost.ProfileCost does).  A grid point whose value is missing
+(``nan``) is never invented: a query whose interpolation needs it is refused
+whatever the policy.  :class:`Extrapolation` is the policy pair every command
+uses: one policy beyond the last measured value of any axis, one below the
+first measured context.
 """
 
 from __future__ import annotations
@@ -21,8 +26,35 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .errors import InputError
+from .fields import option
 
-EXTRAPOLATION = ("error", "clamp", "linear")
+POLICIES = ("error", "clamp", "linear")
+EXTRAPOLATION = POLICIES  # older name
+
+
+def check_policy(name: str, policy: str) -> str:
+    """``policy`` if it is one of :data:`POLICIES`, else a one-line :class:`InputError` naming ``name``."""
+    if policy not in POLICIES:
+        raise InputError(f"{name} must be one of {', '.join(POLICIES)}, got {policy!r}")
+    return policy
+
+
+@dataclass(frozen=True)
+class Extrapolation:
+    """What a lookup does outside the measured grid: the one policy type of every command (``--extrapolate``,
+    ``--below-context``)."""
+
+    above: str = option("beyond the last measured context, batch or positions: 'linear' (continue the outermost "
+                        "segment), 'clamp' (hold the end value) or 'error' (refuse)", "linear")
+    below: str = option("below the first measured context: 'clamp' (price at it), 'linear' or 'error'", "clamp")
+
+    def __post_init__(self) -> None:
+        check_policy("extrapolate", self.above)
+        check_policy("below-context", self.below)
+
+    def describe(self) -> str:
+        """One phrase for notes: ``beyond the grid 'linear', below the first context 'clamp'``."""
+        return f"beyond the measured grid '{self.above}', below the first measured context '{self.below}'"
 
 
 @dataclass(frozen=True)
@@ -42,8 +74,7 @@ def bracket(xs: Sequence[float], x: float, policy: str, axis: str) -> Bracket:
 
     :raises InputError: outside the range with ``policy = 'error'``, or ``'linear'`` on a one-point axis.
     """
-    if policy not in EXTRAPOLATION:
-        raise InputError(f"extrapolation policy must be one of {', '.join(EXTRAPOLATION)}, got {policy!r}")
+    check_policy("extrapolation policy", policy)
     i = bisect.bisect_left(xs, x)
     if i < len(xs) and xs[i] == x:
         return Bracket((i,), (1.0,))
@@ -70,17 +101,19 @@ def _span(xs: Sequence[float]) -> str:
 
 
 def multilinear(axes: Sequence[Sequence[float]], value: Callable[[tuple[int, ...]], float],
-                point: Sequence[float], policy: str, names: Sequence[str],
+                point: Sequence[float], policy: str | Sequence[str], names: Sequence[str],
                 missing: Callable[[tuple[int, ...]], str]) -> float:
     """Tensor-product linear interpolation of ``value(index)`` at ``point``.
 
-    ``value`` returns the grid value at an index tuple (``nan`` if missing);
-    ``missing(index)`` names a missing point for the error message.
+    ``policy``: one policy for every axis, or one per axis.  ``value`` returns
+    the grid value at an index tuple (``nan`` if missing); ``missing(index)``
+    names a missing point for the error message.
 
-    :raises InputError: a coordinate outside its axis (per ``policy``), a needed
+    :raises InputError: a coordinate outside its axis (per its policy), a needed
         grid point missing, or a result <= 0 (linear extrapolation below zero).
     """
-    brackets = [bracket(xs, x, policy, n) for xs, x, n in zip(axes, point, names)]
+    policies = [policy] * len(axes) if isinstance(policy, str) else list(policy)
+    brackets = [bracket(xs, x, p, n) for xs, x, p, n in zip(axes, point, policies, names)]
     total = 0.0
     for corner in itertools.product(*(zip(b.indices, b.weights) for b in brackets)):
         idx = tuple(i for i, _ in corner)

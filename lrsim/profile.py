@@ -40,6 +40,9 @@ TIMED = {"kernel_sum": "sum of the device kernels of the pass (launch overhead e
          "wall": "wall time of the pass, device synchronised (what an eager engine pays)"}
 AXES = ("context", "batch", "positions")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ENTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9][A-Za-z0-9._=-]*)?$")  # ARCH or ARCH@SETUP
+SETUP_MODES = ("ar", "sync", "async")  #: simulator modes a profile's ``setups`` may name
+SETUP_ROLES = ("target", "draft")
 
 Times = tuple  # nested tuples of float (ms) or None (not measured)
 
@@ -104,10 +107,13 @@ class ArchProfile:
         """Grid points with no time (null)."""
         return sum(v is None for v in _flat(self.ms))
 
-    def time_ms(self, context: float, batch: float, positions: float, extrapolate: str = "error") -> float:
+    def time_ms(self, context: float, batch: float, positions: float,
+                extrapolate: str | Sequence[str] = "error") -> float:
         """One pass in ms, trilinear between grid points, exact on them.
 
-        :raises InputError: outside the measured range (policy ``extrapolate``), or a needed point not measured.
+        ``extrapolate``: one policy for every axis, or one per axis (context, batch, positions).
+
+        :raises InputError: outside the measured range (per the policy), or a needed point not measured.
         """
         _check_query(context=(context, 0), batch=(batch, 1), positions=(positions, 1))
         try:
@@ -155,6 +161,9 @@ class Profile:
     provenance: Provenance = option("device, engine, dtype, date, command, versions, caveats", Provenance())
     archs: dict = _factory("architecture name -> ArchProfile", dict)
     description: str = option("one sentence: what the profile is for", "")
+    setups: dict | None = option("which entry each mode's target and draft run on: {mode: {role: SETUP}} prices "
+                                 "role's ARCH at entry 'ARCH@SETUP' (e.g. llama.cpp threads: {'async': {'target': "
+                                 "'t1', 'draft': 't1'}}); null: every mode uses the entry named ARCH")
     version: int = option("format version", VERSION)
     path: str | None = option("file it was read from (not written)")
 
@@ -182,11 +191,20 @@ class Profile:
         except InputError as e:
             raise _located(e, self.where) from None
 
+    def entry(self, arch: str, mode: str, role: str) -> str:
+        """The entry that prices ``arch`` as ``role`` in ``mode``: ``ARCH@SETUP`` per :attr:`setups` when the
+        profile has it, else ``ARCH``."""
+        setup = ((self.setups or {}).get(mode) or {}).get(role)
+        qualified = f"{arch}@{setup}" if setup else None
+        return qualified if qualified in self.archs else arch
+
     def to_dict(self) -> dict:
         prov = {k: v for k, v in _prov_dict(self.provenance).items() if v not in (None, [], {})}
-        return {"format": FORMAT, "version": self.version, "name": self.name, "description": self.description,
-                "unit": UNIT, "timed": self.timed, "provenance": prov,
-                "archs": {n: a.to_dict() for n, a in self.archs.items()}}
+        d = {"format": FORMAT, "version": self.version, "name": self.name, "description": self.description,
+             "unit": UNIT, "timed": self.timed, "provenance": prov}
+        if self.setups:
+            d["setups"] = self.setups
+        return d | {"archs": {n: a.to_dict() for n, a in self.archs.items()}}
 
     def to_json(self) -> str:
         """Compact JSON: one line per innermost row of times."""
@@ -236,7 +254,7 @@ def _compact(text: str) -> str:
 
 # ----------------------------------------------------------------------------- reading and validation
 
-_TOP_KEYS = {"format", "version", "name", "description", "unit", "timed", "provenance", "archs"}
+_TOP_KEYS = {"format", "version", "name", "description", "unit", "timed", "provenance", "setups", "archs"}
 _ARCH_KEYS = {"params", "layers", "kv_bytes_per_token", *AXES, "ms", "missing", "prefill"}
 _PREFILL_KEYS = {"timed", "batch", "prompt", "ms"}
 _PROV_TEXT = ("device", "engine", "dtype", "date")
@@ -323,8 +341,9 @@ def _prefill(r: _Reader, d: Any, path: str) -> Prefill:
 
 def _arch(r: _Reader, name: str, d: Any) -> ArchProfile:
     path = f"archs.{name}"
-    if not _NAME.match(name):
-        raise r.fail(path, "architecture names use letters, digits, '.', '_' and '-'")
+    if not _ENTRY.match(name):
+        raise r.fail(path, "architecture names use letters, digits, '.', '_' and '-' (and '@SETUP' for an entry "
+                           "measured on one setup, e.g. 'qwen2.5-1.5b@t2')")
     r.keys(d, _ARCH_KEYS, path)
     sizes = [r.count(r.get(d, k, path), f"{path}.{k}", 1) for k in ("params", "layers", "kv_bytes_per_token")]
     axes = [_axis(r, d, "context", path, 0), _axis(r, d, "batch", path, 1), _axis(r, d, "positions", path, 1)]
@@ -383,8 +402,25 @@ def profile_from_dict(d: Any, where: str = "profile", path: str | None = None) -
     archs = r.get(d, "archs", "")
     if not isinstance(archs, dict) or not archs:
         raise r.fail("archs", "expected a non-empty object (architecture name -> times)")
-    return Profile(name, timed, prov, {n: _arch(r, n, a) for n, a in archs.items()},
-                   str(d.get("description") or ""), VERSION, path)
+    parsed = {n: _arch(r, n, a) for n, a in archs.items()}
+    return Profile(name, timed, prov, parsed, str(d.get("description") or ""), _setups(r, d.get("setups"), parsed),
+                   VERSION, path)
+
+
+def _setups(r: _Reader, d: Any, archs: dict) -> dict | None:
+    """``{mode: {role: SETUP}}``: modes among :data:`SETUP_MODES`, roles among :data:`SETUP_ROLES`, and some entry
+    ``ARCH@SETUP`` for every setup named."""
+    if d is None:
+        return None
+    r.keys(d, set(SETUP_MODES), "setups")
+    have = {n.split("@", 1)[1] for n in archs if "@" in n}
+    for mode, roles in d.items():
+        r.keys(roles, set(SETUP_ROLES), f"setups.{mode}")
+        for role, setup in roles.items():
+            if setup not in have:
+                raise r.fail(f"setups.{mode}.{role}", f"no entry ARCH@{setup} in archs (setups present: "
+                                                      f"{', '.join(sorted(have)) or 'none'})")
+    return {m: dict(v) for m, v in d.items()}
 
 
 def read_profile(path: str | Path) -> Profile:
