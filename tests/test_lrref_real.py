@@ -175,6 +175,11 @@ def test_sync_trace_accounts_for_every_target_step(tiny, tmp_path, p_accept):
     assert sum(rows.values()) == sum(r.target_forwards for r in res)
     wasted = [s for s in tr.steps if s.target_start is not None and s.committed is None and not s.accepted]
     assert wasted  # with rejections, some target work was discarded and is visible
+    # one pass record per model forward (hf backend): the rows of the target's add up to the same passes
+    by = {e: [p for p in tr.passes if p.engine == e] for e in ("target", "draft")}
+    assert sum(p.rows for p in by["target"]) == sum(rows.values())
+    assert sum(p.rows for p in by["draft"]) == sum(s.draft_forwards or 0 for s in tr.steps) > 0
+    assert all(p.threads == 1 and p.seconds > 0 and p.positions_max * p.rows >= p.tokens for p in tr.passes)
 
 
 def test_async_trace_has_overlap_and_batches(tiny, tmp_path):
