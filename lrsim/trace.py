@@ -131,7 +131,9 @@ class Header:
                                   "traces without it are read from their config")
     models: dict = option("model names/paths by role: draft, target, verifier", None)
     backend: str | None = option("'hf', 'vllm', 'des', ...")
-    hardware: dict = option("machine facts (platform, cpus, threads, device)", None)
+    hardware: dict = option("machine facts (platform, cpus, threads, device); lrref adds `load` at the end of the "
+                            "run (the header line is rewritten at close): what other processes used over the "
+                            "trace's window, `other_cores`, `busy`, load averages (`lrref/load.py`)", None)
     run_id: str = option("unique id of the run", "")
     created: str = option("UTC start time, ISO 8601", "")
     notes: str | None = option("free text")

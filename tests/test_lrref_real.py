@@ -276,6 +276,9 @@ def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
     assert all(0 <= r["overhead_share"] < 1 for r in res["modes"])
     assert (od / "results.csv").read_text().count("\n") == 4
     assert len(read_trace(od / "trace-lr-async_sd.jsonl").requests) == 2
+    load = res["meta"]["load"]  # what else ran: results.json and every trace's header (rewritten at close)
+    assert load["own_cores"] > 0 and load["window_s"] > 0 and isinstance(load["busy"], bool)
+    assert read_trace(od / "trace-ar.jsonl").header.hardware["load"]["busy_above_cores"] == load["busy_above_cores"]
 
 
 def test_cli_bench_with_concurrency(tmp_path, capsys):
