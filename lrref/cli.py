@@ -140,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="requests decoded at once per mode (closed loop: the next problem starts when one ends; "
                          "their target steps share forward passes); 1 = one at a time, modes side by side")
     _decode_args(bp)
-    fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions, "
-                                        "random weights")
+    fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions "
+                                        "(hf: random weights; llamacpp: GGUF models, by thread setup)")
     from .profile import add_arguments
 
     add_arguments(fp)
