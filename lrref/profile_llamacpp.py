@@ -446,7 +446,8 @@ def run(spec: LlamaSpec, out: Path, argv: Sequence[str], progress: bool = False)
                    archs, _description(spec), spec.setups() or None)
     write_profile(prof, out)
     warn_if_busy(load, "the profile")
-    return (f"wrote {out}: profile {prof.name}, {len(archs)} entries ({', '.join(archs)}) x {spec.shapes} shapes "
+    n = f"{len(archs)} entr{'y' if len(archs) == 1 else 'ies'}"
+    return (f"wrote {out}: profile {prof.name}, {n} ({', '.join(archs)}) x {spec.shapes} shapes "
             f"in {time.perf_counter() - t0:.0f} s")
 
 

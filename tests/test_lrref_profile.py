@@ -266,6 +266,20 @@ def test_llamacpp_profile_times_what_forward_measures(tmp_path, monkeypatch):
     assert all(first == q - 1 for _, q, first, _ in timed)  # logits at the last position only
 
 
+@needs_binding
+@pytest.mark.models
+def test_llamacpp_profile_needs_no_torch(tmp_path):
+    from conftest import require_models
+    from test_lrref_llamacpp import lrref_without
+
+    require_models(TINY_MODEL, gguf=True)
+    out = tmp_path / "ll.json"
+    r = lrref_without({"torch", "transformers", "sentence_transformers"}, "profile", *LL_FAST, "--model", TINY_MODEL,
+                      "--threads", "1", "--context", "0", "--positions", "1", "--repeats", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "1 entry (smollm2-135m-instruct@t1)" in r.stdout and read_profile(out).arch(f"{TINY_MODEL}@t1").ms
+
+
 def test_llamacpp_co_runner_failure_is_one_line(tmp_path):
     pytest.importorskip("xllamacpp")
     from lrref.profile_llamacpp import CoRunner, CoRunnerError, Entry, GGUFModel, LlamaSpec
