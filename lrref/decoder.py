@@ -147,11 +147,12 @@ class Decoder:
         if self.trace is None:
             return {}
         t0, write = self.trace.t0, self.trace.write_pass
-        logs = {be: PassLog(write, name, t0) for be, name in ((self.target, "target"), (self.draft, "draft"),
-                                                             (self.worker, "draft")) if be is not None}
-        lm = getattr(self.verifier, "lm", None)
-        if lm is not None and lm not in logs:
-            logs[lm] = PassLog(write, "verifier", t0)
+        lm = getattr(self.verifier, "lm", None)  # first: a model that is also the target gets the target's log
+        logs = {} if lm is None else {lm: PassLog(write, "verifier", t0)}
+        for be, name in ((self.target, "target"), (self.draft, "draft"), (self.worker, "draft")):
+            if be is not None:
+                logs.pop(be, None)
+                logs[be] = PassLog(write, name, t0)
         return logs
 
     def _start(self, request: int, prompt_ids: Sequence[int]) -> Request:

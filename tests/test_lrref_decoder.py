@@ -192,3 +192,18 @@ def test_passes_of_requests_decoded_together_name_them_all(tmp_path):
     passes = read_trace(tp).passes
     assert any(p.requests == [0, 1] for p in passes) and {r for p in passes for r in p.requests} == {0, 1, 2}
     assert all(p.rows >= len(p.requests) for p in passes)
+
+
+def test_a_verifiers_own_model_logs_verifier_passes_and_the_target_judging_itself_stays_target(tmp_path):
+    class Judge(ExactVerifier):
+        def __init__(self, lm):
+            super().__init__(normalize=False)
+            self.lm = lm
+
+    dec, tw = toy_decoder(tmp_path / "t.jsonl", mode="lr-sync")
+    tw.close()
+    dec.verifier = Judge(ToyBackend("judge"))
+    names = {be.name: log.engine for be, log in dec._pass_logs().items()}
+    assert names == {"target": "target", "draft": "draft", "judge": "verifier"}
+    dec.verifier = Judge(dec.target)
+    assert {be.name: log.engine for be, log in dec._pass_logs().items()} == {"target": "target", "draft": "draft"}
