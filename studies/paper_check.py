@@ -1,6 +1,6 @@
 """Paper check: predict every speedup the sources report, each on its source's hardware through the hardware model.
 
-``python studies/paper_check.py [--steps 20000] [--jobs 2] [--out figures]`` (~2 min on 2 cores)
+``python studies/paper_check.py [--steps 20000] [--jobs 2] [--out figures]`` (4 min on a loaded 2-core AMD EPYC)
 
 Every row and every input is in ``studies/data/paper_check/reported.json``
 (schema at its top): for each input its value, its status (``stated`` by the
@@ -477,6 +477,8 @@ def summaries(results: list[Result]) -> list[str]:
                            f"row shares ({shared})", [r for r in val if r.core_tier == "stated"]),
               summary_line(f"validation rows with no assumed input apart from those ({shared})",
                            [r for r in val if r.core_tier != "assumed"]),
+              summary_line("validation rows apart from those whose verifier latency is assumed",
+                           [r for r in val if r.statuses.get("verifier_s") != "assumed"]),
               summary_line("consistency checks (composition; not validation)",
                            [r for r in results if r.table == "consistency"])]
     return lines
@@ -526,7 +528,7 @@ def figure(results: list[Result]) -> go.Figure:
                         showlegend=f == 1.1, name="+-10%")
     fig.update_layout(xaxis_title="reported speedup", yaxis_title="predicted speedup", template="plotly_white",
                       title="Paper check: each row on its source's hardware (hardware model, kernel sums, context 0)",
-                      legend={"orientation": "h", "y": -0.2}, width=1100, height=650)
+                      legend={"orientation": "h", "y": -0.2}, width=1100, height=650, xaxis_range=[0.6, 2.4])
     return fig
 
 
@@ -553,6 +555,14 @@ def report(data: dict | None, results: list[Result]) -> str:
     return "\n".join(parts)
 
 
+def cpu_model() -> str:
+    try:
+        return next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def main(argv: list[str] | None = None) -> str:
     ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -574,7 +584,7 @@ def main(argv: list[str] | None = None) -> str:
         data = load(a.data)
         results = run_all(data, a.steps, a.jobs)
         meta = {"steps": a.steps, "jobs": a.jobs, "wall_s": round(time.perf_counter() - t0, 1),
-                "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"}
+                "machine": f"{cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"}
         atomic_write(a.out / "paper_check.json", json.dumps({"meta": meta, "rows": [asdict(r) for r in results]},
                                                             indent=1, default=float).encode())
     text = report(data, results)

@@ -178,7 +178,8 @@ def test_summaries_count_what_they_say(pc):
     assert "all stated: none (every row has a borrowed or assumed input among: step_tokens, x)" in lines[1]
     assert "(step_tokens) (1): mean |error| 5.0%" in lines[2]
     assert "(step_tokens) (2): mean |error| 12.5%, worst +20.0% (b), 1 of 2 within 10%" in lines[3]
-    assert lines[4].startswith("- consistency checks (composition; not validation) (1): mean |error| 200.0%")
+    assert lines[4].startswith("- validation rows apart from those whose verifier latency is assumed (3)")
+    assert lines[5].startswith("- consistency checks (composition; not validation) (1): mean |error| 200.0%")
 
 
 def test_bad_data_file_is_one_line_and_exit_2(pc, data, tmp_path):
