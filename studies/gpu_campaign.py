@@ -19,7 +19,7 @@ off by a time limit resumes where it stopped; ``--force`` redoes them):
   the embedded H100 profiles);
 - ``pack``: everything into ``studies/data/gpu-<device>/`` with ``manifest.json`` (provenance, per-part times);
 - ``validate``: ``studies/gpu_model_validation.py --profiles`` on the pack (nothing is fitted on it);
-- ``paper-check`` (not in the defaults: ~19 min on 2 cores): ``studies/paper_check.py`` into the pack.
+- ``paper-check`` (not in the defaults: ~4 min on 2 cores): ``studies/paper_check.py`` into the pack.
 
 Stated times (``--list``) come from the hardware model's own eager prediction for the device (x warm-up +
 repeats, plus the cache prefill), so they are estimates; every subprocess part runs under a timeout of 3x its
@@ -439,7 +439,7 @@ def parts(c: Campaign) -> list[Part]:
                  part_compare),
             Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack),
             Part("validate", "studies/gpu_model_validation.py --profiles on the pack", 20, part_validate),
-            Part("paper-check", "studies/paper_check.py into the pack (19 min on 2 cores)", 1200, part_paper_check,
+            Part("paper-check", "studies/paper_check.py into the pack (4 min on 2 cores)", 300, part_paper_check,
                  default=False)]
     return out
 
