@@ -1,19 +1,19 @@
-"""The public Python API, re-exported from :mod:`lrsim`: the command line's answers as typed results.
+"""The public Python API, re-exported from ``lrsim``: the command line's answers as typed results.
 
-.. code-block:: python
+Example::
 
     import lrsim
     p = lrsim.plan(alpha1=0.6, c1=0.1, alpha2=0.6, c2=0.05, budget=16)
     print(p)                      # the text of `lrsim plan`
     p.k1, p.k2, p.speedup         # (4, 4, 3.817...)
 
-Every function checks its input first and raises :class:`lrsim.errors.InputError`
+Every function checks its input first and raises ``lrsim.errors.InputError``
 (a ``ValueError``, one line) for bad input, like the commands' exit code 2.
 Heavy modules (numpy, scipy, simpy, plotly) load on the first call, so
 ``import lrsim`` stays light.  Names that are also modules (``lrsim.replay``,
 ``lrsim.serve``, ``lrsim.calibrate``) stay modules: the API's functions are
-:func:`predict` (replay traces, or numbers on a profile) and
-:func:`simulate_serving`.
+``predict`` (replay traces, or numbers on a profile) and
+``simulate_serving``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from .results import PlanResult, PredictionResult, ServeResult, SimulationResult
 __all__ = ["plan", "simulate", "predict", "simulate_serving", "check_theorems", "hardware", "load_traces",
            "load_profile", "write_html"]
 
-Traces = Sequence[Any]  #: lr-traces: :class:`lrsim.trace.Trace` objects or paths to trace files
+Traces = Sequence[Any]  #: lr-traces: ``lrsim.trace.Trace`` objects or paths to trace files
 
 
 def load_traces(paths: Sequence[str | os.PathLike] | None = None) -> list:
     """Read lr-trace files (JSONL, optionally ``.gz``); ``None``: the embedded default traces.
 
-    :returns: a list of :class:`lrsim.trace.Trace` (skipped lines in each one's ``warnings``).
+    :returns: a list of ``lrsim.trace.Trace`` (skipped lines in each one's ``warnings``).
     """
     from .trace import default_traces, read_trace
 
@@ -43,7 +43,7 @@ def load_traces(paths: Sequence[str | os.PathLike] | None = None) -> list:
 def load_profile(spec: Any):
     """A latency profile: an embedded name (``lrsim profiles``), a file, or ``model:DEVICE[:tpN]``.
 
-    :returns: a :class:`lrsim.cost.profile.Profile`.
+    :returns: a ``lrsim.cost.profile.Profile``.
     """
     from .cost.library import load_profile as load
 
@@ -58,7 +58,7 @@ def hardware(profile: Any, target_arch: str, draft_arch: str | None = None, *, v
     :param profile: an embedded profile's name, a file, ``model:DEVICE[:tpN]`` or a loaded profile.
     :param verifier_latency: seconds per verifier call (a number) or a distribution spec such as
         ``"lognormal:0.013,0.5"``; ``judge_arch`` prices an LLM judge from the profile instead.
-    :returns: a :class:`lrsim.cost.hardware.HardwareSpec`.
+    :returns: a ``lrsim.cost.hardware.HardwareSpec``.
     """
     from .cost.hardware import HardwareSpec
     from .cost.interp import Extrapolation
@@ -104,7 +104,7 @@ def plan(alpha1: float = 0.6, c1: float = 0.1, alpha2: float = 0.6, c2: float = 
     """The best split of a parallel budget ``M`` between step level (``k1``) and token level (``k2``).
 
     Without ``traces`` and ``hardware``: the paper's closed forms, exact (``lrsim plan``).  With
-    ``traces`` (recorded workload) and/or ``hardware`` (a :func:`hardware` spec: timing from a latency
+    ``traces`` (recorded workload) and/or ``hardware`` (a ``hardware`` spec: timing from a latency
     profile; behaviour from ``traces`` or from ``alpha1``, ``alpha2`` and the lengths), every (mode, k1,
     k2) under the budget is simulated and ranked (``lrsim plan --trace`` / ``--hardware``); ``mode``,
     ``c1`` and ``c2`` then come from the workload.
@@ -153,7 +153,7 @@ def simulate(mode: str = "async", *, trace: str | os.PathLike | None = None, chr
              **settings: Any) -> SimulationResult:
     """One event simulation of a request decoded with LR (``lrsim simulate``).
 
-    :param settings: any :class:`lrsim.sim.SimConfig` field: ``alpha1``, ``c1``, ``k1``, ``alpha2``, ``c2``,
+    :param settings: any ``lrsim.sim.SimConfig`` field: ``alpha1``, ``c1``, ``k1``, ``alpha2``, ``c2``,
         ``k2``, ``width``, ``steps``, ``seed``, ``verifier_cost``, ``step_tokens`` (a number, a spec string such
         as ``"lognormal:52,0.5"`` or a distribution), ...
     :param trace: also write the run as an lr-trace; ``chrome``: as a Chrome/Perfetto trace.
@@ -243,8 +243,8 @@ def simulate_serving(rates: Sequence[float] | float | None = None, *, concurrenc
     """A serving deployment under load (``lrsim serve``): TTFT, TPOT, e2e, throughput, goodput, crossovers.
 
     :param rates: request rates (requests/s), or ``concurrency``: closed-loop client counts.
-    :param settings: :class:`lrsim.sim.SimConfig` fields (decoding: ``alpha1``, ``k1``, ``k2``, ...) and
-        :class:`lrsim.serve.config.ServeConfig` fields (``requests``, ``replications``, ``prompt_tokens``,
+    :param settings: ``lrsim.sim.SimConfig`` fields (decoding: ``alpha1``, ``k1``, ``k2``, ...) and
+        ``lrsim.serve.config.ServeConfig`` fields (``requests``, ``replications``, ``prompt_tokens``,
         ``output_tokens``, ``slo_tpot_ms``, ``max_num_seqs``, ...).
     """
     from .serve.command import _title
@@ -316,9 +316,9 @@ def write_html(path: str | os.PathLike, *results: Any, traces: Traces | None = N
                title: str = "Lookahead Reasoning report") -> str:
     """Write one self-contained HTML page (plotly inline, no network when viewed) of API results.
 
-    ``results``: any of :class:`PlanResult` (the (k1, k2) map, the pure-method lines),
-    :class:`TheoremsResult` (verdicts), :class:`ServeResult` (latency against load, crossovers),
-    :class:`PredictionResult`; ``traces`` add the calibrated acceptance by position and pass costs,
+    ``results``: any of ``PlanResult`` (the (k1, k2) map, the pure-method lines),
+    ``TheoremsResult`` (verdicts), ``ServeResult`` (latency against load, crossovers),
+    ``PredictionResult``; ``traces`` add the calibrated acceptance by position and pass costs,
     ``hardware`` the profile's pass-cost curves.  Written atomically; returns the path.
     """
     from .report_html import page_for_results

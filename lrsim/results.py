@@ -1,8 +1,8 @@
-"""What the Python API (:mod:`lrsim.api`) returns: typed results that print as the command line does.
+"""What the Python API (``lrsim.api``) returns: typed results that print as the command line does.
 
 Every result has ``str(result)`` (the command's text report), a one-line
 ``repr``, ``.to_dict()`` (what the command's ``--json`` prints) and, where it
-holds rows, a :class:`Table`: a small pandas-free table that prints aligned,
+holds rows, a ``Table``: a small pandas-free table that prints aligned,
 iterates as dicts and turns into a list of dicts, a dict of columns or CSV.
 
 Only the standard library is imported here, so ``import lrsim`` stays light.
@@ -115,7 +115,7 @@ class _Result:
     """Shared behaviour: ``str`` is the command's text report, ``to_dict`` its JSON."""
 
     text: str
-    raw: Any  #: the underlying lrsim object (e.g. :class:`lrsim.planner.Plan`)
+    raw: Any  #: the underlying lrsim object (e.g. ``lrsim.planner.Plan``)
 
     def __str__(self) -> str:
         return self.text
@@ -133,7 +133,7 @@ class _Result:
 
 @dataclass(repr=False)
 class PlanResult(_Result):
-    """The best (mode, k1, k2) under a budget: closed form (:func:`lrsim.plan`) or simulated (traces, hardware)."""
+    """The best (mode, k1, k2) under a budget: closed form (``lrsim.plan``) or simulated (traces, hardware)."""
 
     source: str = "closed form"  #: 'closed form', or the simulated workload: traces / numbers on a profile
     mode: str = "async"
@@ -154,7 +154,7 @@ class PlanResult(_Result):
 
 @dataclass(repr=False)
 class SimulationResult(_Result):
-    """One event simulation (:func:`lrsim.simulate`); ``raw`` is the :class:`lrsim.sim.SimResult`."""
+    """One event simulation (``lrsim.simulate``); ``raw`` is the ``lrsim.sim.SimResult``."""
 
     mode: str = "async"
     k1: int = 1
@@ -171,7 +171,7 @@ class SimulationResult(_Result):
 
 @dataclass(repr=False)
 class PredictionResult(_Result):
-    """One configuration's predicted speedup (:func:`lrsim.predict`); ``raw`` is a :class:`lrsim.prediction.Prediction`."""
+    """One configuration's predicted speedup (``lrsim.predict``); ``raw`` is a ``lrsim.prediction.Prediction``."""
 
     mode: str = "async"
     k1: int = 1
@@ -191,7 +191,7 @@ class PredictionResult(_Result):
 
 @dataclass(repr=False)
 class ServeResult(_Result):
-    """A serving simulation (:func:`lrsim.simulate_serving`): one row per mode and load, and the crossovers."""
+    """A serving simulation (``lrsim.simulate_serving``): one row per mode and load, and the crossovers."""
 
     table: Table = field(default_factory=lambda: Table((), ()))  #: every metric with its 95% interval
     crossovers: list[dict] = field(default_factory=list)  #: per speculative mode and metric: crossover_rate
@@ -215,7 +215,7 @@ class ServeResult(_Result):
 
 @dataclass(repr=False)
 class TheoremsResult(_Result):
-    """Theorems 1-4 and the SD ceiling checked (:func:`lrsim.check_theorems`); ``raw``: the list of checks."""
+    """Theorems 1-4 and the SD ceiling checked (``lrsim.check_theorems``); ``raw``: the list of checks."""
 
     table: Table = field(default_factory=lambda: Table((), ()))  #: name, verdict, points checked
 
