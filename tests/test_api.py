@@ -138,7 +138,7 @@ def test_simulate_serving_rows_and_crossover():
 def test_check_theorems_small():
     t = lrsim.check_theorems(resolution=4, stages=2000)
     assert len(t.verdicts) == 5 and set(t.verdicts.values()) <= {"holds", "fails"}
-    assert t.verdicts[next(n for n in t.verdicts if n.startswith("Theorem 3"))] == "fails"  # the README's finding
+    assert t.verdicts[next(n for n in t.verdicts if n.startswith("Theorem 3"))] == "fails"  # the theory page's finding
     assert len(t.to_dict()["theorems"]) == 5 and "Theorem 1" in str(t)
 
 
