@@ -90,8 +90,8 @@ def simulated_plan_figures(tp) -> list[Figure]:
         if best.mode == mode:
             _mark(fig, best.k1, best.k2, f"best: {mode} k1 = {best.k1}, k2 = {best.k2}: {tp.best.speedup:.3f}x",
                   row=1, col=col)
-    fig.update_xaxes(title_text="k1 (step level)")
-    fig.update_yaxes(title_text="k2 (token level)")
+    fig.update_xaxes(title_text="k1 (step level)", dtick=1)
+    fig.update_yaxes(title_text="k2 (token level)", dtick=1)
     fig.update_layout(title=f"Simulated speedup, budget M = {tp.budget} (blank: not simulated)",
                       coloraxis={"colorscale": "Viridis", "colorbar": {"title": "speedup"}}, **LAYOUT)
     return [("speedup map: every simulated (k1, k2) per mode, the best starred", fig), _simulated_lines(tp)]
