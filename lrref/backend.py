@@ -50,11 +50,13 @@ class StepRequest:
     :param ids: the prefix (prompt + committed/draft steps), token ids.
     :param cap: maximum tokens of this step (the step cap, or less near the total cap).
     :param seed: seed of this sequence's sampler (ignored when greedy).
+    :param request: the request it belongs to (pass records name it; None: not known).
     """
 
     ids: tuple[int, ...]
     cap: int
     seed: int = 0
+    request: int | None = None
 
 
 @dataclass

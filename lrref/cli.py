@@ -50,6 +50,7 @@ BACKENDS = ("auto", "hf", "vllm", "llamacpp")
 def _decode_args(p: argparse.ArgumentParser) -> None:
     from .config import MODE_HELP
     from .cpu import DTYPE_HELP, DTYPES
+    from .load import REQUIRE_IDLE_HELP
     from .verifiers import THRESHOLD_HELP, VERIFIERS
 
     g = p.add_argument_group("decoding")
@@ -70,6 +71,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--async-threads", default="1,1", help="lr-async threads 'TARGET,DRAFT' (separate processes)")
     g.add_argument("--system", default=None, help="system prompt (default: reason step by step, \\boxed{})")
     g.add_argument("--log-text", action="store_true", help="write step texts into the trace")
+    g.add_argument("--require-idle", action="store_true", help=REQUIRE_IDLE_HELP)
     m = p.add_argument_group("models and verifier")
     m.add_argument("--target", default=None, help="target model: registry name or HF model dir")
     m.add_argument("--draft", default=None, help="draft model: registry name or HF model dir")
@@ -141,8 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="requests decoded at once per mode (closed loop: the next problem starts when one ends; "
                          "their target steps share forward passes); 1 = one at a time, modes side by side")
     _decode_args(bp)
-    fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions, "
-                                        "random weights")
+    fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions "
+                                        "(hf: random weights; llamacpp: GGUF models, by thread setup)")
     from .profile import add_arguments
 
     add_arguments(fp)
@@ -262,6 +264,10 @@ def _prepare(a, cfgs, output: Path) -> dict:
     _check_devices(a)
     _writable(output)
     paths = _random_paths(a.random, cfgs) if a.random else _resolve_models(a, cfgs)
+    if a.require_idle:  # the last check before any model loads
+        from .load import require_idle
+
+        require_idle()
     if auto:
         print(f"lrref: {auto}", file=sys.stderr, flush=True)
     if a.backend == "llamacpp":
@@ -350,15 +356,18 @@ class _Session:
 
         from .backend import config_dict
         from .decoder import Decoder, make_header
+        from .load import Monitor
 
         vinfo = None
         if self.verifier is not None:
             vinfo = config_dict(self.vcfg) | {"name": self.verifier.name, "threshold_used": self.vcfg.t}
         rw = getattr(self.a, "random", None)
+        mon = Monitor()  # the trace's window: at close, its header gets what else ran (hardware.load)
         tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo,
                                                  notes=rw.note(self.vcfg.t) if rw else None,
                                                  backend_info=self.backend_info(cfg),
-                                                 random_weights=rw.header(self.vcfg.t) if rw else None))
+                                                 random_weights=rw.header(self.vcfg.t) if rw else None),
+                         at_close=lambda h: h.hardware.update(load=mon.record()))
         try:
             return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
                            draft_dtype=self.draft_dtype, draft_kind="llamacpp" if self.a.backend == "llamacpp" else "hf",
@@ -427,17 +436,21 @@ def _question(a) -> str:
 
 
 def cmd_generate(a) -> int:
+    from .load import Monitor, warn_if_busy
+
     question = _question(a)
     cfg = _decode_config(a, a.mode)
     trace = Path(a.trace or f"runs/generate-{_stamp()}-{cfg.mode.replace('+', '_')}.jsonl")
     paths = _prepare(a, [cfg], trace)
     s = _Session(a, paths, [cfg])
     dec = s.decoder(cfg, trace)
+    mon = Monitor()
     try:
         r = dec.run(0, s.target.encode_chat(question, cfg.system))
     finally:
         dec.close()
         dec.trace.close()
+    warn_if_busy(mon.now())
     out = {"text": r.text, "steps": [{"text": st.text, "source": st.source, "tokens": len(st.ids)} for st in r.steps],
            "accepted_steps": r.accepted_steps, "tokens": len(r.ids), "finish": r.finish, "trace": str(trace),
            "wall_s": round(r.wall_s, 3), "tokens_per_s": round(len(r.ids) / max(r.wall_s, 1e-9), 3),
@@ -473,6 +486,7 @@ def _bench_inputs(a) -> tuple[str, list[dict], list[str]]:
 def cmd_bench(a) -> int:
     from . import bench
     from .cpu import hardware_facts
+    from .load import Monitor, warn_if_busy
 
     ds, problems, modes = _bench_inputs(a)
     cfgs = {m: _decode_config(a, m) for m in modes}
@@ -481,6 +495,7 @@ def cmd_bench(a) -> int:
     load0 = os.getloadavg()
     s = _Session(a, paths, cfgs.values())
     t0 = time.time()
+    mon = Monitor()
 
     def meta(done: int) -> dict:
         return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "dataset_name": a.dataset,
@@ -489,7 +504,7 @@ def cmd_bench(a) -> int:
                 "concurrency": a.concurrency, "device": a.device, "draft_device": a.draft_device or a.device,
                 "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
                 "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
-                "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
+                "load": mon.record(), "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
 
     stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
                             lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,
@@ -500,6 +515,7 @@ def cmd_bench(a) -> int:
     rows = bench.summarize(stats)
     final = meta(len(problems))
     j, c = bench.write_results(out, final, rows)
+    warn_if_busy(mon.now(), "the benchmark")
     if a.json:
         print(json.dumps({"meta": final, "modes": rows, "results": str(j)}, indent=1))
     else:

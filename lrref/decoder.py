@@ -31,6 +31,7 @@ from .cpu import hardware_facts, resolve_dtype
 from .jobs import DRAFT, TARGET, Job, Lane, Steps, run_direct
 from .lr_async import AsyncPipeline
 from .lr_sync import SyncCycle
+from .passes import PassLog, attached
 from .request import Committed, Request, Result
 from .rows import Rows
 from .verifiers import Verifier
@@ -100,11 +101,12 @@ class Decoder:
         fwd0 = _forward_s(self.target), _forward_s(self.draft)
         req = self._start(request, prompt_ids)
         self._set_threads()
-        if self.cfg.base == "lr-async":
-            req.res.draft_overlapped = True
-            AsyncPipeline(req, self.worker).run()
-        else:
-            run_direct(request_steps(req), self.lanes, self.clock)
+        with attached(self._pass_logs()):
+            if self.cfg.base == "lr-async":
+                req.res.draft_overlapped = True
+                AsyncPipeline(req, self.worker).run()
+            else:
+                run_direct(request_steps(req), self.lanes, self.clock)
         res = req.res
         res.wall_s = time.perf_counter() - w0
         res.target_s += _forward_s(self.target) - fwd0[0]
@@ -139,8 +141,23 @@ class Decoder:
             req = self._start(i, ids)
             return req, request_steps(req)
 
-        ClosedLoop(self.lanes, self.clock, concurrency).run((start(i, ids) for i, ids in prompts), finish)
+        with attached(self._pass_logs()):
+            ClosedLoop(self.lanes, self.clock, concurrency).run((start(i, ids) for i, ids in prompts), finish)
         return [results[i] for i, _ in prompts]
+
+    def _pass_logs(self) -> dict:
+        """``{model: PassLog}`` of this decoder's trace: the target, the draft (here or in the draft process), and
+        a verifier's own scoring model (the target judging reports its prompts as ``'verifier'`` itself)."""
+        if self.trace is None:
+            return {}
+        t0, write = self.trace.t0, self.trace.write_pass
+        lm = getattr(self.verifier, "lm", None)  # first: a model that is also the target gets the target's log
+        logs = {} if lm is None else {lm: PassLog(write, "verifier", t0)}
+        for be, name in ((self.target, "target"), (self.draft, "draft"), (self.worker, "draft")):
+            if be is not None:
+                logs.pop(be, None)
+                logs[be] = PassLog(write, name, t0)
+        return logs
 
     def _start(self, request: int, prompt_ids: Sequence[int]) -> Request:
         """A new request, started now."""
@@ -185,7 +202,8 @@ def ar_step(req: Request, cycle: int) -> Steps:
     """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; returns True at EOS."""
     cfg = req.cfg
     cap = min(cfg.max_step_tokens, req.left)
-    t = (yield Job(TARGET, [StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1))]))[0]
+    t = (yield Job(TARGET, [StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1),
+                                        req.index)]))[0]
     req.count_target(t)
     req.rows.write(cycle, 0, target=t, committed="target")
     return req.commit(t, "target")

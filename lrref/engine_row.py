@@ -30,6 +30,7 @@ class StepRow:
     drafted: int = 0
     accepted: int = 0
     busy: float = 0.0  # seconds of the forward passes the row took part in
+    request: int | None = None  # the request the row belongs to (pass records)
 
     def proposal(self, ngram: NgramConfig) -> list[int]:
         """The n-gram proposal of the next pass (one token of the step always comes from the model)."""

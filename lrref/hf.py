@@ -36,6 +36,7 @@ from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest, chat_m
 from .cpu import resolve_dtype, set_torch_threads  # noqa: E402
 from .engine_row import StepRow  # noqa: E402
 from .ngram import NgramConfig  # noqa: E402
+from .passes import PassLog  # noqa: E402
 from .quiet import quiet_transformers  # noqa: E402
 from .steps import SEPARATOR, StepSplitter  # noqa: E402
 
@@ -191,7 +192,7 @@ class HFEngine:
                 g = torch.Generator().manual_seed(int(r.seed) & 0x7FFF_FFFF_FFFF_FFFF)
             row = _Row(handle=self._next, prefix_len=len(ids), ids=list(r.ids), cached_ids=list(r.ids[:c]),
                        pending=list(r.ids[c:]), splitter=StepSplitter(be.decode, be.eos_ids, r.cap, be.separator),
-                       gen=g, start=self.clock(), cached_tokens=c)
+                       gen=g, start=self.clock(), cached_tokens=c, request=r.request)
             self._next += 1
             be.stats.reused_tokens += c
             rows.append(row)
@@ -306,7 +307,11 @@ class HFEngine:
                                                                                       device=self.dev)]
         logits = be.lm_head(hs).float().cpu()  # sampling and acceptance on the CPU, whatever the device
         be.synchronize()
-        be.stats.count_pass(B, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        be.stats.count_pass(B, seconds)
+        if be.pass_log is not None:
+            be.pass_log(t0, seconds, [len(c) for c in chunks], valid_before, len(sel), torch.get_num_threads(),
+                        [r.request for r in self.rows])
         return logits, W
 
     def _advance(self, r: _Row, lg: torch.Tensor, prop: list[int], batch: int) -> int:
@@ -368,6 +373,7 @@ class HFBackend:
     """
 
     separator: str | None = SEPARATOR  #: what ends a step besides EOS and the cap (None: only those)
+    pass_log: PassLog | None = None  #: where every model forward is reported (:mod:`lrref.passes`)
 
     def __init__(self, path: str | os.PathLike, dtype: str = "auto", threads: int | None = None,
                  prefix_cache: bool = True, pool_size: int = 8, name: str | None = None, device: str = "cpu"):
@@ -456,7 +462,11 @@ class HFBackend:
         last = h[torch.arange(len(prompts), device=self.device),
                  torch.tensor([len(p) - 1 for p in prompts], device=self.device)]
         out = self._head(last).float().cpu()
-        self.stats.forward_s += time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        self.stats.forward_s += seconds
+        if self.pass_log is not None:
+            self.pass_log(t0, seconds, [len(p) for p in prompts], [0] * len(prompts), len(prompts),
+                          torch.get_num_threads(), engine="verifier")
         return out
 
     # -- the interface ---------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from .backend import BackendStats, Clock, Sampling, StepOut, StepRequest, chat_m
 from .engine_row import StepRow
 from .ngram import NgramConfig
 from .np_sampling import accept_greedy, accept_sampled, probs_from_logits
+from .passes import PassLog
 from .steps import StepSplitter
 
 COPY_MIN_TOKENS = 8  # copy another slot's KV only when it saves at least this many prefill tokens
@@ -101,6 +102,7 @@ class LlamaEngine:
                 raise ValueError("empty prefix")
             self.be.fit(len(r.ids) + r.cap + self.ngram.k + 1)
             row = self.be.new_row(r.ids, r.cap, self.clock())
+            row.request = r.request
             if not self.sampling.greedy:
                 row.rng = np.random.default_rng(int(r.seed) & 0x7FFF_FFFF_FFFF_FFFF)
             self.waiting.append(row)
@@ -123,7 +125,7 @@ class LlamaEngine:
             return []
         props = [r.proposal(self.ngram) for r in self.rows]
         logits, seconds = self.be.forward([(r.slot, r.pending + p, len(r.pending) - 1)
-                                           for r, p in zip(self.rows, props)])
+                                           for r, p in zip(self.rows, props)], [r.request for r in self.rows])
         B = len(self.rows)
         self.be.stats.count_pass(B, seconds)
         best = logits.argmax(-1) if self.sampling.greedy else None
@@ -167,7 +169,8 @@ class LlamaEngine:
 class LlamaCppBackend:
     """One GGUF model in a llama.cpp context, generating steps for batches of prefixes.
 
-    Implements :class:`lrref.backend.Backend` and :class:`lrref.backend.ScoringBackend`.
+    Implements :class:`lrref.backend.Backend` and :class:`lrref.backend.ScoringBackend`.  Every
+    :meth:`forward` is reported to ``pass_log`` when one is attached (:mod:`lrref.passes`).
 
     :param path: the ``.gguf`` file.
     :param threads: llama.cpp threads of this context (:meth:`set_threads` changes them).
@@ -176,6 +179,8 @@ class LlamaCppBackend:
     :param n_batch: most tokens in one ``llama_decode`` (a larger pass is split).
     :param flash_attn: llama.cpp flash attention: -1 auto, 0 off, 1 on.
     """
+
+    pass_log: PassLog | None = None
 
     def __init__(self, path: str | os.PathLike, threads: int = 2, slots: int = 8, ctx_per_seq: int = 2048,
                  n_batch: int = 512, flash_attn: int = -1, name: str | None = None):
@@ -275,16 +280,28 @@ class LlamaCppBackend:
         slot.ids += fed[:keep]
 
     # -- forward ----------------------------------------------------------------------------------------
-    def forward(self, parts: Sequence[tuple[_Slot, list[int], int]]) -> tuple[np.ndarray, float]:
+    def forward(self, parts: Sequence[tuple[_Slot, list[int], int]], requests: Sequence[int | None] = (),
+                engine: str | None = None) -> tuple[np.ndarray, float]:
         """One pass: feed each part's tokens to its slot.
 
         Returns the logits ``[outputs, vocab]`` at every position from each part's ``first_out`` index on, in
-        order (a view valid until the next call, when unsplit), and the seconds the pass took.
+        order (a view valid until the next call, when unsplit), and the seconds the pass took.  The pass is
+        reported to :attr:`pass_log` when one is attached (``requests``: of the rows; ``engine``: overrides the
+        log's name, e.g. ``'verifier'``).
         """
         tok = np.concatenate([np.asarray(t, np.int32) for _, t, _ in parts])
         pos = np.concatenate([np.arange(len(s.ids), len(s.ids) + len(t), dtype=np.int32) for s, t, _ in parts])
         seq = np.concatenate([np.full(len(t), s.seq, np.int32) for s, t, _ in parts])
         out = np.concatenate([np.arange(len(t)) >= f for _, t, f in parts]).astype(np.int8)
+        logits, t0, seconds = self._decode(tok, pos, seq, out, len(parts))
+        if self.pass_log is not None:
+            self.pass_log(t0, seconds, [len(t) for _, t, _ in parts], [len(s.ids) for s, _, _ in parts],
+                          int(out.sum()), self.threads, requests, engine)
+        return logits, seconds
+
+    def _decode(self, tok: np.ndarray, pos: np.ndarray, seq: np.ndarray, out: np.ndarray,
+                rows: int) -> tuple[np.ndarray, float, float]:
+        """``llama_decode`` over the batch (split beyond ``n_batch``): logits, start (``perf_counter``), seconds."""
         t0 = time.perf_counter()
         chunks = []
         for a in range(0, len(tok), self.n_batch):
@@ -294,13 +311,13 @@ class LlamaCppBackend:
             self._batch.n_tokens = n
             rc = self.lib.llama_decode(self.ctx, self._batch)
             if rc != 0:
-                raise RuntimeError(f"llama_decode failed with code {rc} ({n} tokens, {len(parts)} rows)")
+                raise RuntimeError(f"llama_decode failed with code {rc} ({n} tokens, {rows} rows)")
             k = int(out[a:b].sum())
             if k:
                 v = np.ctypeslib.as_array(self.lib.llama_get_logits(self.ctx), (k, self.tok.n_vocab))
                 chunks.append(v if b == len(tok) and not chunks else v.copy())
         logits = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-        return logits, time.perf_counter() - t0
+        return logits, t0, time.perf_counter() - t0
 
     def next_token_logits(self, prompts: Sequence[Sequence[int]]) -> np.ndarray:
         """Logits of the token after each prompt, float32 ``[B, V]`` (judge/score verifiers); reuses cached prefixes."""
@@ -313,7 +330,7 @@ class LlamaCppBackend:
             for r in part:
                 self.fit(len(r.ids) + 1)
                 self.attach(r)
-            lg, seconds = self.forward([(r.slot, r.pending, len(r.pending) - 1) for r in part])
+            lg, seconds = self.forward([(r.slot, r.pending, len(r.pending) - 1) for r in part], engine="verifier")
             self.stats.forward_s += seconds
             out.append(lg.copy())
             for r in part:

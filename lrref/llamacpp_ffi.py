@@ -108,6 +108,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "llama_free": (None, [c_void_p]),
     "llama_model_get_vocab": (c_void_p, [c_void_p]),
     "llama_model_desc": (c_int32, [c_void_p, c_char_p, c_size_t]),
+    "llama_model_n_params": (c_uint64, [c_void_p]),
     "llama_model_meta_val_str": (c_int32, [c_void_p, c_char_p, c_char_p, c_size_t]),
     "llama_model_chat_template": (c_char_p, [c_void_p, c_char_p]),
     "llama_vocab_n_tokens": (c_int32, [c_void_p]),

@@ -129,3 +129,14 @@ def gguf_vocab(path: str | os.PathLike) -> dict[str, int]:
 def gguf_quant(path: str | os.PathLike) -> str:
     """Quantisation of a GGUF file (``general.file_type``), e.g. ``Q4_K_M``."""
     return _vocab_only(path, quant_name)
+
+
+def gguf_meta(path: str | os.PathLike, keys: Sequence[str]) -> dict[str, str | None]:
+    """GGUF metadata values (strings; None when absent) of a file whose weights are not loaded; ``{arch}`` in a key
+    is replaced by its ``general.architecture``."""
+
+    def read(lib: ctypes.CDLL, model: int) -> dict[str, str | None]:
+        arch = meta(lib, model, "general.architecture") or "?"
+        return {k: meta(lib, model, k.replace("{arch}", arch)) for k in keys} | {"general.architecture": arch}
+
+    return _vocab_only(path, read)

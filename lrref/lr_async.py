@@ -57,7 +57,7 @@ class AsyncPipeline:
         """Ask the worker for a new draft chain from the stage's prefix."""
         cfg = self.req.cfg
         self.worker.send("chain", self.epoch, self.prefix, self.rem_stage, cfg.gamma,
-                         step_seed(cfg.seed, self.req.index, self.stage))
+                         step_seed(cfg.seed, self.req.index, self.stage), self.req.index)
 
     # -- 1. drain --------------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -85,7 +85,7 @@ class AsyncPipeline:
             if cap <= 0:
                 break
             ids = tuple(self.prefix + [t for i in range(j) for t in self.drafts[i].ids])
-            new.append((j, StepRequest(ids, cap, step_seed(cfg.seed, req.index, self.stage, -1, j))))
+            new.append((j, StepRequest(ids, cap, step_seed(cfg.seed, req.index, self.stage, -1, j), req.index)))
         for (j, _), h in zip(new, self.eng.add([r for _, r in new])):
             self.running[h] = j
 

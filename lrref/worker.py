@@ -13,10 +13,15 @@ The worker drafts a *chain*: step j from ``prefix + d_0 .. d_{j-1}``, up to
 step as soon as it is done and checks for messages between forward passes,
 so a new chain (after a rejection) cancels stale work within one pass.
 
-Messages, main -> worker: ``("chain", epoch, prefix, remaining, credit, seed)``,
+Messages, main -> worker: ``("chain", epoch, prefix, remaining, credit, seed, request)``,
 ``("credit", epoch, n)``, ``("idle",)``, ``("stats",)``, ``("quit",)``.
 Worker -> main: ``("ready", name)``, ``("draft", epoch, j, StepOut)``,
-``("cancelled", epoch, j, StepOut)``, ``("stats", dict)``, ``("error", text)``.
+``("cancelled", epoch, j, StepOut)``, ``("stats", dict)``, ``("error", text)``, and
+``("passes", [record dicts])``: the draft's forward passes since the last such
+message (:mod:`lrref.passes`), sent just before a ``draft``, ``cancelled`` or
+``stats`` message (so the main process, which reads the next message at once,
+never waits on it); the main process writes them to its trace through
+:attr:`DraftWorker.pass_log`.
 
 A worker that reports an error, exits or stops answering raises
 :class:`WorkerError` (a :class:`lrsim.errors.DomainError`: one line at the
@@ -28,14 +33,17 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from lrsim.errors import DomainError, InputError
+from lrsim.trace import PassRecord
 
 from .backend import Backend, Sampling, StepRequest
 from .cpu import resolve_dtype
 from .ngram import NgramConfig
+from .passes import PassBuffer, PassLog
 
 DRAFT_KINDS = ("hf", "llamacpp")  # backends a draft process can run
 
@@ -50,8 +58,10 @@ def step_seed(*parts: int) -> int:
 
 
 class _Chain:
-    def __init__(self, epoch: int, prefix: list[int], remaining: int, credit: int, seed: int):
+    def __init__(self, epoch: int, prefix: list[int], remaining: int, credit: int, seed: int,
+                 request: int | None = None):
         self.epoch, self.prefix, self.remaining, self.credit, self.seed = epoch, prefix, remaining, credit, seed
+        self.request = request
         self.made: list[list[int]] = []
         self.handle: int | None = None
         self.terminal = False
@@ -62,7 +72,7 @@ class _Chain:
         if self.terminal or len(self.made) >= self.credit or cap <= 0:
             return None
         ids = tuple(self.prefix + [t for m in self.made for t in m])
-        return StepRequest(ids, cap, step_seed(self.seed, len(self.made)))
+        return StepRequest(ids, cap, step_seed(self.seed, len(self.made)), self.request)
 
 
 def draft_backend(kind: str, path: str, dtype: str, threads: int, pool_size: int, device: str = "cpu",
@@ -91,35 +101,27 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
         eng = be.engine(samp, NgramConfig(**ngram), clock)
-        conn.send(("ready", be.name, list(be.eos_ids)))
+        be.pass_log = passes = PassBuffer("draft", t0)
+
+        def send(*msg: Any) -> None:  # this process's passes first, then the message
+            if passes.records:
+                conn.send(("passes", passes.take()))
+            conn.send(msg)
+
+        send("ready", be.name, list(be.eos_ids))
         chain: _Chain | None = None
         while True:
             busy = chain is not None and (chain.handle is not None or chain.next_request(max_step) is not None)
             if not busy or conn.poll():
-                msg = conn.recv()
-                kind = msg[0]
-                if kind == "quit":
+                chain = _serve(conn.recv(), chain, eng, be, send)
+                if chain is _QUIT:
                     break
-                if kind == "stats":
-                    conn.send(("stats", asdict(be.stats)))
-                    continue
-                if kind in ("chain", "idle") and chain is not None and chain.handle is not None:
-                    for _, out in eng.cancel([chain.handle]):
-                        conn.send(("cancelled", chain.epoch, len(chain.made), out))
-                    chain.handle = None
-                if kind == "chain":
-                    _, epoch, prefix, remaining, credit, seed = msg
-                    chain = _Chain(epoch, list(prefix), remaining, credit, seed)
-                elif kind == "idle":
-                    chain = None
-                elif kind == "credit" and chain is not None and msg[1] == chain.epoch:
-                    chain.credit += msg[2]
                 continue
             if chain.handle is None:
                 req = chain.next_request(max_step)
                 chain.handle = eng.add([req])[0]
             for _, out in eng.step():
-                conn.send(("draft", chain.epoch, len(chain.made), out))
+                send("draft", chain.epoch, len(chain.made), out)
                 chain.made.append(out.ids)
                 chain.handle = None
                 chain.terminal = out.finish == "eos"
@@ -130,6 +132,31 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
             conn.send(("error", traceback.format_exc()))
         except Exception:
             pass
+
+
+_QUIT = _Chain(-1, [], 0, 0, 0)  # what :func:`_serve` returns for "quit"
+
+
+def _serve(msg: tuple, chain: _Chain | None, eng, be: Backend, send: Callable[..., None]) -> _Chain | None:
+    """Act on one message from the main process; returns the chain to work on (:data:`_QUIT`: stop)."""
+    kind = msg[0]
+    if kind == "quit":
+        return _QUIT
+    if kind == "stats":
+        send("stats", asdict(be.stats))
+        return chain
+    if kind in ("chain", "idle") and chain is not None and chain.handle is not None:
+        for _, out in eng.cancel([chain.handle]):
+            send("cancelled", chain.epoch, len(chain.made), out)
+        chain.handle = None
+    if kind == "chain":
+        _, epoch, prefix, remaining, credit, seed, *request = msg
+        return _Chain(epoch, list(prefix), remaining, credit, seed, request[0] if request else None)
+    if kind == "idle":
+        return None
+    if kind == "credit" and chain is not None and msg[1] == chain.epoch:
+        chain.credit += msg[2]
+    return chain
 
 
 class DraftWorker:
@@ -156,6 +183,7 @@ class DraftWorker:
         self.proc.start()
         child.close()
         self._forward_seen = 0.0
+        self.pass_log: PassLog | None = None  # where the draft's pass records go (the decoder attaches its trace's)
         try:
             msg = self._recv(timeout)
         except WorkerError:
@@ -167,10 +195,16 @@ class DraftWorker:
         self.name, self.eos_ids = msg[1], tuple(msg[2])
 
     def _recv(self, timeout: float | None = None) -> tuple:
+        """The next message; the draft's pass records on the way are written to :attr:`pass_log` (or dropped)."""
         try:
             if timeout is not None and not self.conn.poll(timeout):
                 raise WorkerError(f"draft worker did not answer within {timeout:g} s")
             msg = self.conn.recv()
+            while msg[0] == "passes":  # another message follows at once
+                if self.pass_log is not None:
+                    for rec in msg[1]:
+                        self.pass_log.write(PassRecord(**rec))
+                msg = self.conn.recv()
         except (EOFError, OSError):
             raise WorkerError(f"draft worker exited (exit code {self.proc.exitcode})") from None
         if msg[0] == "error":

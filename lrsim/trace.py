@@ -12,6 +12,12 @@ JSON Lines file, UTF-8, one JSON object per line, flushed as it is written:
    candidate (request, cycle, position, branch) or per target-only step,
    written once its fate is known (committed, rejected or cancelled).
 3. one **request** record (``"type": "request"``) per finished request.
+4. one **pass** record (``"type": "pass"``) per forward pass of a model
+   (lrref's llama.cpp and hf backends; not vLLM, whose passes happen inside
+   the engine): the raw data of a per-pass cost model.  They are written in
+   the order they reach the writer (lr-async's draft process sends its own in
+   batches, ahead of the step they belong to), not sorted by ``start``, and
+   without a flush of their own (the next step or request record flushes them).
 
 Times are seconds since the run started (one monotonic clock per run).  A
 field that does not apply is ``null``.  Readers skip unknown *fields* (minor
@@ -48,7 +54,7 @@ import uuid
 import zlib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from .atomic import atomic_output
 from .errors import InputError
@@ -125,7 +131,9 @@ class Header:
                                   "traces without it are read from their config")
     models: dict = option("model names/paths by role: draft, target, verifier", None)
     backend: str | None = option("'hf', 'vllm', 'des', ...")
-    hardware: dict = option("machine facts (platform, cpus, threads, device)", None)
+    hardware: dict = option("machine facts (platform, cpus, threads, device); lrref adds `load` at the end of the "
+                            "run (the header line is rewritten at close): what other processes used over the "
+                            "trace's window, `other_cores`, `busy`, load averages (`lrref/load.py`)", None)
     run_id: str = option("unique id of the run", "")
     created: str = option("UTC start time, ISO 8601", "")
     notes: str | None = option("free text")
@@ -165,6 +173,7 @@ class StepRecord:
     target_busy: float | None = option("seconds of the target forward passes it took part in (less than end - "
                                        "start when other work ran between them)")
     target_forwards: int | None = option("target forward passes spent on this step")
+    draft_forwards: int | None = option("draft forward passes spent on this step")
     ngram_drafted: int | None = option("tokens proposed by token-level speculation inside the target step")
     ngram_accepted: int | None = option("of those, tokens the target accepted")
     verify_start: float | None = option("verifier start (s)")
@@ -202,7 +211,39 @@ class RequestRecord:
     type: str = "request"
 
 
-DOC_SECTIONS = {"header": Header, "setting": Setting, "step": StepRecord, "request": RequestRecord}
+PASS_ENGINES = ("target", "draft", "verifier")
+
+
+@dataclass
+class PassRecord:
+    """One forward pass of one model: what it fed, over what cached context, and its wall time.
+
+    lrref writes one per pass of each engine: ``llamacpp`` one per `LlamaCppBackend.forward` (one `llama_decode`,
+    split into several only beyond `n_batch` tokens), in the main process and, for lr-async, in the draft
+    process (sent back to the main trace with the draft steps; its clock is the trace's, both processes reading
+    the same monotonic clock); ``hf`` one per model forward (engine passes and judge/score prompts).  The judge
+    and score verifiers' passes are `engine = "verifier"`.  ``vllm`` writes none: its passes happen inside the
+    engine, out of lrref's sight.  Rows of one pass may feed different numbers of positions (a step's prefill
+    next to a decode row): `tokens` is their sum, `positions_max` the largest; the hf backend pads every row to
+    `positions_max` (and its cache to the longest row, holes included), llama.cpp computes only what is fed."""
+
+    engine: str = option("'target', 'draft' or 'verifier' (judge/score prompts)", "target")
+    start: float = option("pass start (s, trace clock)", 0.0)
+    seconds: float = option("wall time of the pass (what the backend's forward measures: the model call and "
+                            "reading its logits back)", 0.0)
+    rows: int = option("sequences in the pass", 1)
+    tokens: int = option("positions fed in the pass, all rows: pending or prefill tokens plus n-gram proposals", 1)
+    outputs: int = option("positions whose logits the pass computed", 1)
+    positions_max: int | None = option("most positions fed to one row")
+    context: float = option("tokens already in the KV cache per row before the pass (mean over rows)", 0.0)
+    context_max: int | None = option("most tokens already in one row's KV cache")
+    threads: int | None = option("compute threads of the model: llama.cpp's threads, torch's intra-op threads")
+    requests: list | None = option("requests with rows in the pass (null: not known, e.g. a verifier call)")
+    type: str = "pass"
+
+
+DOC_SECTIONS = {"header": Header, "setting": Setting, "step": StepRecord, "request": RequestRecord,
+                "pass": PassRecord}
 
 
 def schema_doc() -> str:
@@ -238,11 +279,13 @@ class TraceWriter:
     ...     w.step(StepRecord(request=0, cycle=0, position=0, committed="target"))
     """
 
-    def __init__(self, path: str | os.PathLike, header: Header, fsync: bool = False):
+    def __init__(self, path: str | os.PathLike, header: Header, fsync: bool = False,
+                 at_close: Callable[[Header], None] | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh: IO[str] = open(self.path, "w", encoding="utf-8")
         self._fsync = fsync
+        self._at_close = at_close
         self.t0 = time.perf_counter()
         self.header = header
         self._write(header)
@@ -263,15 +306,36 @@ class TraceWriter:
     def request(self, rec: RequestRecord) -> None:
         self._write(rec)
 
+    def write_pass(self, rec: PassRecord) -> None:
+        """A pass record, buffered: the next step or request record (or :meth:`close`) flushes it."""
+        self._fh.write(_line(rec))
+
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        """Close the file; with ``at_close``, let it update the header, then rewrite the header line atomically
+        (:func:`rewrite_header`: a killed run keeps the header it started with)."""
+        if self._fh.closed:
+            return
+        self._fh.close()
+        if self._at_close is not None:
+            self._at_close(self.header)
+            rewrite_header(self.path, self.header)
 
     def __enter__(self) -> "TraceWriter":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def rewrite_header(path: str | os.PathLike, header: Header) -> None:
+    """Replace a plain trace file's first line by ``header``, atomically (a copy with the new first line, then a
+    rename: readers see the old file or the new one, never a mix)."""
+    p = Path(path)
+    with open(p, encoding="utf-8") as src, atomic_output(p, text=True) as dst:
+        src.readline()
+        dst.write(_line(header))
+        for line in src:
+            dst.write(line)
 
 
 @dataclass
@@ -283,6 +347,7 @@ class Trace:
     steps: list[StepRecord]
     requests: list[RequestRecord]
     warnings: list[str] = field(default_factory=list)
+    passes: list[PassRecord] = field(default_factory=list)
 
 
 def _build(cls, obj: dict):
@@ -302,6 +367,25 @@ def _check_step(rec: StepRecord) -> str | None:
     if rec.committed not in (None, "draft", "target"):
         return f"committed must be 'draft', 'target' or null, got {rec.committed!r}"
     return None
+
+
+def _check_pass(rec: PassRecord) -> str | None:
+    if not isinstance(rec.engine, str) or not rec.engine:
+        return "field 'engine' must be a name"
+    for name, lo in (("rows", 1), ("tokens", 1), ("outputs", 0)):
+        v = getattr(rec, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            return f"field {name!r} must be an integer >= {lo}"
+    for name in ("start", "seconds", "context"):
+        v = getattr(rec, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            return f"field {name!r} must be a number >= 0"
+    return None
+
+
+#: record type -> (class, check returning a problem or None, list of :class:`Trace` it goes to)
+_RECORDS = {"step": (StepRecord, _check_step, "steps"), "request": (RequestRecord, lambda rec: None, "requests"),
+            "pass": (PassRecord, _check_pass, "passes")}
 
 
 def iter_lines(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, str]]:
@@ -338,6 +422,7 @@ def read_trace(path: str | os.PathLike) -> Trace:
     header: Header | None = None
     steps: list[StepRecord] = []
     requests: list[RequestRecord] = []
+    passes: list[PassRecord] = []
     warnings: list[str] = []
     for n, line in iter_lines(p, warnings):
         if not line.strip():
@@ -360,31 +445,30 @@ def read_trace(path: str | os.PathLike) -> Trace:
                                  f"(this reader knows version {VERSION})")
             header = _build(Header, obj)
             continue
-        if kind == "step":
-            try:
-                rec = _build(StepRecord, obj)
-            except TypeError as e:
-                warnings.append(f"{p}:{n}: skipped step record ({e})")
-                continue
-            problem = _check_step(rec)
-            if problem:
-                warnings.append(f"{p}:{n}: skipped step record ({problem})")
-            else:
-                steps.append(rec)
-        elif kind == "request":
-            requests.append(_build(RequestRecord, obj))
-        else:
+        if kind not in _RECORDS:
             warnings.append(f"{p}:{n}: skipped record of unknown type {kind!r}")
+            continue
+        cls, check, into = _RECORDS[kind]
+        try:
+            rec = _build(cls, obj)
+        except TypeError as e:
+            warnings.append(f"{p}:{n}: skipped {kind} record ({e})")
+            continue
+        problem = check(rec)
+        if problem:
+            warnings.append(f"{p}:{n}: skipped {kind} record ({problem})")
+        else:
+            {"steps": steps, "requests": requests, "passes": passes}[into].append(rec)
     if header is None:
         raise TraceError(warnings[-1] if warnings else f"{p}: empty trace (no header)")
-    return Trace(str(p), header, steps, requests, warnings)
+    return Trace(str(p), header, steps, requests, warnings, passes)
 
 
 def write_trace(path: str | os.PathLike, header: Header, steps: Iterable[StepRecord],
-                requests: Iterable[RequestRecord] = ()) -> None:
+                requests: Iterable[RequestRecord] = (), passes: Iterable[PassRecord] = ()) -> None:
     """Write a whole trace atomically (temporary file, then rename; nothing is left behind on failure)."""
     with atomic_output(path, text=True) as fh:
-        for rec in itertools.chain([header], steps, requests):
+        for rec in itertools.chain([header], steps, requests, passes):
             fh.write(_line(rec))
 
 

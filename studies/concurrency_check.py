@@ -8,12 +8,13 @@
    ``--n`` bundled problems in every run, written to ``OUT/cN/`` (``results.json``, one trace per mode).  At
    N = 1 the modes run side by side, one request at a time; at N > 1 each mode decodes all problems in a closed
    loop of N requests whose target steps share forward passes.  Record on a quiet machine: every timing counts.
-2. **Compare**, once ``lrsim.serve`` is importable: for every run N > 1 and mode, ``lrsim serve`` calibrated from
-   the traces of the OTHER runs (every N' != N, all modes) predicts the throughput (tokens/s over the run's span)
-   and the mean request latency of a closed loop of N requests over the run's number of problems, in the run's
-   own setting (mode, k1, k2, width from its trace header).  The table gives both errors against the issue's
-   10% target; ``OUT/comparison.json`` keeps it.  Without ``lrsim.serve`` the comparison is skipped with a
-   message (exit 0).
+2. **Compare**: for every run N and mode, ``lrsim serve`` calibrated from the N = 1 run's traces alone
+   (behaviour: acceptance, lengths, verifier; timing: the profile those traces calibrate, or with ``--profile``
+   a measured one, e.g. ``lrref profile --backend llamacpp``) predicts the throughput (vLLM's
+   ``output_throughput``: output tokens over the run's duration) and the mean request latency of a closed loop
+   of N requests over the run's number of problems, in the run's own setting (mode, k1, k2, width from its trace
+   header).  The table gives both errors against the issue's 10% target; ``OUT/comparison[SUFFIX].json`` keeps
+   it.
 
 The command it runs for a prediction is :func:`serve_command` (``lrsim serve --trace ... --arrival closed
 --concurrency N --requests R --json``), and :func:`predicted` reads the throughput and mean latency from its
@@ -44,8 +45,13 @@ TARGET = 0.10  # the issue's bound on |predicted / measured - 1|
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("runs/concurrency"), help="folder of the runs (OUT/cN/)")
-    ap.add_argument("--concurrency", default="1,2,4", help="the runs: requests in flight, comma-separated")
-    ap.add_argument("--modes", default="ar,sd,lr-sync", help="lrref modes of every run (lr-async has no --concurrency)")
+    ap.add_argument("--concurrency", default="1,2,4,8", help="the runs: requests in flight, comma-separated")
+    ap.add_argument("--modes", default="ar,sd,lr-sync,lr-async", help="lrref modes of every run")
+    ap.add_argument("--profile", help="compare with timing from this measured profile (default: the N = 1 traces')")
+    ap.add_argument("--target-arch", default="qwen2.5-coder-1.5b-instruct", help="with --profile")
+    ap.add_argument("--draft-arch", default="qwen2.5-coder-0.5b-instruct", help="with --profile")
+    ap.add_argument("--replications", type=int, default=4, help="lrsim serve replications per prediction")
+    ap.add_argument("--require-idle", action="store_true", help="lrref bench refuses to start on a busy machine")
     ap.add_argument("--n", type=int, default=12, help="bundled problems per run")
     ap.add_argument("--gamma", type=int, default=2, help="lr-sync depth")
     ap.add_argument("--max-tokens", type=int, default=144)
@@ -74,7 +80,7 @@ def bench_command(a: argparse.Namespace, n: int) -> list[str]:
     return [sys.executable, "-m", "lrref.cli", "bench", "--n", str(a.n), "--modes", a.modes, "--concurrency", str(n),
             "--out", str(a.out / f"c{n}"), "--gamma", str(a.gamma), "--max-tokens", str(a.max_tokens),
             "--max-step-tokens", str(a.max_step_tokens), "--verifier", "embedding", "--threads", str(a.threads),
-            "--system", SYSTEM]
+            "--system", SYSTEM] + (["--require-idle"] if a.require_idle else [])
 
 
 def complete(folder: Path, n_problems: int) -> bool:
@@ -106,12 +112,14 @@ def measured(folder: Path) -> dict[str, dict]:
     return {r["mode"]: r for r in json.loads((folder / "results.json").read_text())["modes"]}
 
 
-def serve_command(calibration: list[Path], trace: Path, n: int, requests: int) -> list[str]:
+def serve_command(a: argparse.Namespace, calibration: list[Path], trace: Path, n: int, requests: int) -> list[str]:
     """``lrsim serve`` predicting a closed loop of ``n`` requests in the recorded run's setting."""
     s = recorded_setting(read_trace(trace).header)
-    return [sys.executable, "-m", "lrsim.cli", "serve", "--trace", *map(str, calibration), "--mode", s.mode,
-            "--k1", str(s.k1), "--k2", str(s.k2), "--width", str(s.width), "--arrival", "closed",
-            "--concurrency", str(n), "--requests", str(requests), "--json"]
+    hw = ["--hardware", a.profile, "--target-arch", a.target_arch, "--draft-arch", a.draft_arch] if a.profile else []
+    return [sys.executable, "-m", "lrsim.cli", "serve", "--trace", *map(str, calibration), *hw, "--mode", s.mode,
+            "--k1", str(max(s.k1, 2)), "--k2", str(s.k2), "--width", str(s.width), "--arrival", "closed",
+            "--concurrency", str(n), "--requests", str(requests), "--warmup", "0",
+            "--replications", str(a.replications), "--no-progress", "--json"]
 
 
 def pick(d: dict, keys: tuple[str, ...], what: str) -> float:
@@ -133,10 +141,10 @@ def predicted(cmd: list[str]) -> tuple[float, float]:
 
 
 def compare_one(a: argparse.Namespace, n: int, mode: str, row: dict) -> dict:
-    """Measured vs predicted for one mode of run ``n``, calibrated on the traces of the other runs."""
-    others = [p for m in a.levels if m != n for p in sorted((a.out / f"c{m}").glob("trace-*.jsonl"))]
+    """Measured vs predicted for one mode of run ``n``, calibrated on the N = 1 run's traces."""
+    others = sorted((a.out / "c1").glob("trace-*.jsonl"))
     trace = a.out / f"c{n}" / f"trace-{mode.replace('+', '_')}.jsonl"
-    tput, lat = predicted(serve_command(others, trace, n, row["requests"]))
+    tput, lat = predicted(serve_command(a, others, trace, n, row["requests"]))
     def err(p: float, m: float) -> float:
         return p / m - 1
 
@@ -172,12 +180,13 @@ def compare(a: argparse.Namespace) -> None:
     if missing:
         raise InputError(f"runs not recorded yet: {', '.join(f'c{n}' for n in missing)} (run without "
                          "--compare-only)")
-    if len(a.levels) < 2:
-        raise UsageError("the comparison needs at least two runs (--concurrency 1,N)")
-    rows = [compare_one(a, n, mode, row) for n in a.levels if n > 1 for mode, row in measured(a.out / f"c{n}").items()]
-    atomic_write(a.out / "comparison.json", json.dumps(rows, indent=1) + "\n")
+    if 1 not in a.levels:
+        raise UsageError("the comparison calibrates on the N = 1 run: include 1 in --concurrency")
+    rows = [compare_one(a, n, mode, row) for n in a.levels for mode, row in measured(a.out / f"c{n}").items()]
+    name = "comparison" + ("_profile" if a.profile else "") + ".json"
+    atomic_write(a.out / name, json.dumps(rows, indent=1) + "\n")
     print(table(rows))
-    print(f"\nwritten: {a.out / 'comparison.json'}")
+    print(f"\nwritten: {a.out / name}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,8 @@ from common import paired_speedup, with_ci
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, OneLineParser, run_command
 from lrsim.plots import save_figure
+from lrsim.compose import predict as composed_predict
+from lrsim.cost.hardware import HardwareSpec
 from lrsim.replay import predict
 from lrsim.trace import Trace, read_trace, recorded_setting
 
@@ -95,8 +97,38 @@ def measured_fields(t: Trace, ar: Trace, rng: np.random.Generator) -> dict:
             "resolves_5pct": bool(n >= 2 and half <= RESOLVE)}  # one problem: no interval to speak of
 
 
-def rows_for(runs: dict[str, dict[str, Trace]], steps: int, bootstrap: int) -> list[dict]:
-    """Every LR/SD configuration under both protocols: measured vs replayed (and the closed form)."""
+def protocols(every: list, run: str, mode: str, t: Trace, fit: list[Trace]) -> list[tuple[str, list, str]]:
+    """(protocol, fit traces, role) for one configuration.
+
+    fixed: the fit set; leave-one-out: every other trace; cross-layout: only the traces of the OTHER thread
+    layout (sync modes predicted from lr-async's 1 + 1 threads and the reverse; the ar baseline's layout is the
+    sync one): the case a per-layout profile must make possible.
+    """
+    out = [("fixed", fit, "fit" if (run, mode) in FIT else "held-out"),
+           ("leave-one-out", [o for r2, m2, o in every if (r2, m2) != (run, mode)], "held-out")]
+    layout = recorded_setting(t.header).hardware
+    other = [o for _r, _m, o in every if recorded_setting(o.header).hardware != layout]
+    if other:
+        out.append(("cross-layout", other, "held-out"))
+    return out
+
+
+def make_predictor(profile: str | None, target_arch: str | None, draft_arch: str | None):
+    """``predict(traces, setting, steps, seed, bootstrap)``: replay (timing from the traces' own profile) or,
+    with ``profile``, behaviour from the traces and timing from that measured profile."""
+    if profile is None:
+        return predict
+    hw = HardwareSpec(profile, target_arch, draft_arch)
+
+    def on_profile(traces, setting, steps, seed, bootstrap):
+        return composed_predict(traces, hw, setting, steps=steps, seed=seed, bootstrap=bootstrap)
+
+    return on_profile
+
+
+def rows_for(runs: dict[str, dict[str, Trace]], steps: int, bootstrap: int, predictor=predict,
+             cross: bool = True) -> list[dict]:
+    """Every LR/SD configuration under every protocol: measured vs predicted (and the closed form)."""
     every = [(r, m, t) for r, traces in runs.items() for m, t in traces.items()]
     fit = [t for r, m, t in every if (r, m) in FIT]
     if not fit:
@@ -111,10 +143,10 @@ def rows_for(runs: dict[str, dict[str, Trace]], steps: int, bootstrap: int) -> l
         base = {"run": run, "mode": mode, "gamma": t.header.config.get("gamma"), "sim_mode": setting.mode,
                 "k1": setting.k1, "k2": setting.k2} | measured_fields(t, ar, rng)
         m = base["measured"]
-        others = [o for r2, m2, o in every if (r2, m2) != (run, mode)]
-        for protocol, traces, role in (("fixed", fit, "fit" if (run, mode) in FIT else "held-out"),
-                                       ("leave-one-out", others, "held-out")):
-            p = predict(traces, setting, steps=steps, seed=1, bootstrap=bootstrap)
+        for protocol, traces, role in protocols(every, run, mode, t, fit):
+            if protocol == "cross-layout" and not cross:
+                continue
+            p = predictor(traces, setting, steps=steps, seed=1, bootstrap=bootstrap)
             rows.append(base | {
                 "protocol": protocol, "role": role, "predicted": p.speedup,
                 "predicted_ci95": list(p.speedup_ci95) if p.speedup_ci95 else None,
@@ -143,7 +175,7 @@ def table_lines(rows: list[dict]) -> list[str]:
 def summary_lines(rows: list[dict]) -> list[str]:
     """Per protocol and role: replay and closed-form errors, CI coverage and resolution, the issue's target."""
     out = []
-    for protocol in ("fixed", "leave-one-out"):
+    for protocol in ("fixed", "leave-one-out", "cross-layout"):
         for role in ("fit", "held-out"):
             sel = [r for r in rows if r["protocol"] == protocol and r["role"] == role]
             if not sel:
@@ -175,7 +207,8 @@ def figure(rows: list[dict], title: str) -> go.Figure:
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line={"color": "grey", "dash": "dot"},
                              name="predicted = measured"))
     for (protocol, role), symbol in ((("fixed", "fit"), "circle-open"), (("fixed", "held-out"), "circle"),
-                                     (("leave-one-out", "held-out"), "diamond")):
+                                     (("leave-one-out", "held-out"), "diamond"),
+                                     (("cross-layout", "held-out"), "square")):
         sel = [r for r in rows if r["role"] == role and r["protocol"] == protocol]
         if not sel:
             continue
@@ -215,6 +248,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=ROOT / "figures")
     ap.add_argument("--steps", type=int, default=20_000, help="simulated output steps per prediction")
     ap.add_argument("--bootstrap", type=int, default=20, help="bootstrap replicates per prediction")
+    ap.add_argument("--profile", help="timing from this measured profile (lrref profile) instead of the traces' "
+                                      "own; behaviour still from the fit traces")
+    ap.add_argument("--target-arch", default="qwen2.5-coder-1.5b-instruct", help="with --profile")
+    ap.add_argument("--draft-arch", default="qwen2.5-coder-0.5b-instruct", help="with --profile")
+    ap.add_argument("--no-cross", action="store_true", help="leave out the cross-layout protocol")
+    ap.add_argument("--suffix", default="", help="appended to the output files' stem (e.g. _profile)")
     a = ap.parse_args(argv)
     if a.steps < 1 or a.bootstrap < 0:
         raise InputError("--steps must be >= 1 and --bootstrap >= 0")
@@ -226,12 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         a = parse_args(argv)
         runs = load_runs(a.data)
         print(f"data: {a.data}", flush=True)
-        rows = rows_for(runs, a.steps, a.bootstrap)
+        predictor = make_predictor(a.profile, a.target_arch, a.draft_arch)
+        rows = rows_for(runs, a.steps, a.bootstrap, predictor, cross=not a.no_cross)
         if not rows:
             raise InputError(f"no LR/SD configuration with an ar run beside it under {a.data}")
         print(markdown(rows))
         fig = figure(rows, title_for(runs, rows))  # everything computed before anything is written
-        stem = a.out / output_stem(a.data)
+        stem = a.out / (output_stem(a.data) + a.suffix)
         atomic_write(stem.with_suffix(".json"), json.dumps(rows, indent=2).encode())
         for p in save_figure(fig, stem):
             print(p)

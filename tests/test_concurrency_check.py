@@ -41,7 +41,7 @@ def test_records_only_the_missing_runs(check, tmp_path, capsys):
     assert "'Solve the problem" in out[1]  # the system prompt is quoted as one argument
 
 
-def test_each_run_is_predicted_from_the_other_runs(check, tmp_path, monkeypatch, capsys):
+def test_each_run_is_predicted_from_the_single_request_run(check, tmp_path, monkeypatch, capsys):
     for n in (1, 2, 4):
         fake_run(tmp_path / f"c{n}", n, 4)
     calls = []
@@ -52,18 +52,20 @@ def test_each_run_is_predicted_from_the_other_runs(check, tmp_path, monkeypatch,
 
     monkeypatch.setattr(check, "predicted", fake_predicted)
     monkeypatch.setattr(check, "serve_available", lambda: True)
-    check.compare(check.parse_args(["--out", str(tmp_path), "--n", "4", "--compare-only"]))
+    check.compare(check.parse_args(["--out", str(tmp_path), "--n", "4", "--concurrency", "1,2,4", "--compare-only"]))
     rows = json.loads((tmp_path / "comparison.json").read_text())
-    assert [(r["concurrency"], r["mode"]) for r in rows] == [(2, "ar"), (2, "lr-sync"), (4, "ar"), (4, "lr-sync")]
-    r = rows[0]  # c2 ar: measured 20 tok/s and 7 s
+    assert [(r["concurrency"], r["mode"]) for r in rows] == [(n, m) for n in (1, 2, 4) for m in ("ar", "lr-sync")]
+    r = rows[2]  # c2 ar: measured 20 tok/s and 7 s
     assert r["tps_error"] == pytest.approx(11 / 20 - 1, abs=1e-4)
     assert r["latency_error"] == pytest.approx(6 / 7 - 1, abs=1e-4)
-    assert all(f"/c{r['concurrency']}/" not in p for r in rows for p in r["calibrated_on"])
-    assert len(rows[0]["calibrated_on"]) == 4  # c1 and c4, two modes each
-    sync = calls[1]
+    assert all("/c1/" in p for r in rows for p in r["calibrated_on"]) and len(rows[0]["calibrated_on"]) == 2
+    sync = calls[3]
     assert sync[sync.index("--mode") + 1] == "sync" and sync[sync.index("--k1") + 1] == "3"
     assert sync[sync.index("--concurrency") + 1] == "2" and sync[sync.index("--requests") + 1] == "4"
-    assert "0 of 4 within 10%" in capsys.readouterr().out
+    assert "--hardware" not in sync and "2 of 6 within 10%" in capsys.readouterr().out  # c1: 11 vs 10, 6 vs 6
+    check.compare(check.parse_args(["--out", str(tmp_path), "--n", "4", "--concurrency", "1,2", "--compare-only",
+                                    "--profile", "p.json"]))
+    assert calls[-1][calls[-1].index("--hardware") + 1] == "p.json" and (tmp_path / "comparison_profile.json").exists()
 
 
 def test_without_lrsim_serve_the_comparison_is_skipped(check, tmp_path, monkeypatch, capsys):

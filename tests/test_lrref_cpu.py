@@ -81,3 +81,55 @@ def test_hardware_facts_name_the_cpu_and_relevant_flags(fake_cpu):
 def test_real_cpuinfo_parses():
     cpu._cpuinfo.cache_clear()
     assert isinstance(cpu.cpu_model(), str) and cpu.cpu_model()
+
+
+# --- every dtype-dependent path under each CPU kind (the tests must pass on every CPU; here each is mocked) -------
+
+CPU_KINDS = {  # name: (/proc/cpuinfo block, what --dtype auto picks there)
+    "avx2-amd": ({"model name": "AMD EPYC 7B13 64-Core Processor", "flags": "fpu sse2 avx avx2 fma f16c"}, "float32"),
+    "avx512-intel": ({"model name": "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz",
+                      "flags": "fpu sse2 avx avx2 fma f16c avx512f avx512dq avx512bw avx512_vnni"}, "float32"),
+    "amx-intel": (SPR_XEON, "bfloat16"),
+}
+
+
+@pytest.fixture(params=sorted(CPU_KINDS))
+def cpu_kind(request, fake_cpu):
+    """Each CPU kind in turn (mocked): returns the dtype ``--dtype auto`` must pick on it."""
+    info, dtype = CPU_KINDS[request.param]
+    fake_cpu(info)
+    return dtype
+
+
+def test_auto_dtype_and_the_header_facts_follow_the_cpu_kind(cpu_kind):
+    from lrref import timing
+    from lrref.config import DecodeConfig
+    from lrref.decoder import make_header
+
+    assert cpu.resolve_dtype("auto") == timing.resolve_dtype("auto", "cpu") == cpu_kind
+    assert cpu.describe_auto().startswith(f"dtype auto -> {cpu_kind} (")
+    hw = make_header(DecodeConfig(mode="ar", dtype="auto"), {}, "hf", None).hardware
+    assert hw["dtype"] == cpu_kind and hw["bf16_native"] == (cpu_kind == "bfloat16")
+    assert hw["cpu_model"] == cpu.cpu_model() and ("avx512f" in hw["cpu_flags"]) == ("Intel" in hw["cpu_model"])
+
+
+def test_random_weights_load_in_the_chosen_dtype(cpu_kind):
+    torch = pytest.importorskip("torch")
+    from lrref.archs import load_arch
+    from lrref.hf_random import RandomBackend
+
+    be = RandomBackend(load_arch("tiny"), dtype="auto", threads=1, prompt_tokens=4)
+    assert be.dtype == cpu_kind and next(be.model.parameters()).dtype == getattr(torch, cpu_kind)
+
+
+def test_the_profiler_on_each_cpu_kind(cpu_kind, tmp_path, capsys):
+    """``lrref profile --arch tiny`` with ``--dtype auto``: KV bytes, name and provenance follow the kind's dtype
+    (the failure of issue 16 item 7: an AMX CPU picks bfloat16, 256 KV bytes, where float32 gave 512)."""
+    pytest.importorskip("torch")
+    from test_lrref_profile import FAST, check_tiny_profile
+
+    from lrref import cli
+
+    out = tmp_path / "tiny.json"
+    assert cli.main(["profile", *FAST, "--out", str(out)]) == 0
+    check_tiny_profile(out, capsys, cpu_kind)

@@ -157,3 +157,52 @@ def test_run_steps_returns_steps_in_request_order():
     assert [len(o.ids) <= r.cap for o, r in zip(got, reqs)] == [True] * 3
     assert [o.ids for o in got] == [o.ids for o in be.generate_steps(reqs, Sampling())]
     assert got[1].n_tokens == 1 and got[0].n_tokens > 1  # the rows finished at different passes
+
+
+@pytest.mark.parametrize("mode", ["ar", "lr-sync"])
+def test_every_pass_is_a_trace_record_of_its_engine(tmp_path, mode):
+    """The decoder attaches its trace's pass log to the target and the draft for the run: one record per engine
+    pass, each naming the requests of its rows; nothing is attached after the run."""
+    tp = tmp_path / "t.jsonl"
+    dec, tw = toy_decoder(tp, RandomVerifier(0.5, seed=2), mode=mode)
+    try:
+        res = [dec.run(i, dec.target.encode_chat(q)) for i, q in enumerate(["a question", "another one"])]
+    finally:
+        dec.close()
+        tw.close()
+    tr = read_trace(tp)
+    assert dec.target.pass_log is None and dec.draft.pass_log is None
+    by = {e: [p for p in tr.passes if p.engine == e] for e in ("target", "draft")}
+    assert len(by["target"]) == dec.target.stats.forwards and len(by["draft"]) == dec.draft.stats.forwards
+    assert sum(p.rows for p in by["target"]) == sum(s.target_forwards or 0 for s in tr.steps)
+    assert sum(p.rows for p in by["draft"]) == sum(s.draft_forwards or 0 for s in tr.steps)
+    assert (len(by["draft"]) > 0) == (mode == "lr-sync") and sum(r.target_forwards for r in res) > 0
+    assert {tuple(p.requests) for p in tr.passes} == {(0,), (1,)}
+    assert all(p.tokens == p.rows == p.outputs and p.context >= 4 for p in tr.passes)
+
+
+def test_passes_of_requests_decoded_together_name_them_all(tmp_path):
+    tp = tmp_path / "t.jsonl"
+    dec, tw = toy_decoder(tp, RandomVerifier(0.5, seed=2), mode="lr-sync", concurrency=2)
+    try:
+        dec.run_many([(i, dec.target.encode_chat(q)) for i, q in enumerate(["a", "bb", "ccc"])], 2)
+    finally:
+        tw.close()
+    passes = read_trace(tp).passes
+    assert any(p.requests == [0, 1] for p in passes) and {r for p in passes for r in p.requests} == {0, 1, 2}
+    assert all(p.rows >= len(p.requests) for p in passes)
+
+
+def test_a_verifiers_own_model_logs_verifier_passes_and_the_target_judging_itself_stays_target(tmp_path):
+    class Judge(ExactVerifier):
+        def __init__(self, lm):
+            super().__init__(normalize=False)
+            self.lm = lm
+
+    dec, tw = toy_decoder(tmp_path / "t.jsonl", mode="lr-sync")
+    tw.close()
+    dec.verifier = Judge(ToyBackend("judge"))
+    names = {be.name: log.engine for be, log in dec._pass_logs().items()}
+    assert names == {"target": "target", "draft": "draft", "judge": "verifier"}
+    dec.verifier = Judge(dec.target)
+    assert {be.name: log.engine for be, log in dec._pass_logs().items()} == {"target": "target", "draft": "draft"}

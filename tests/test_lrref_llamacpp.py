@@ -195,7 +195,13 @@ def test_judge_and_score_verifiers_run_on_this_backend(tiny):
     assert all(0 <= v.score <= 9 for v in ScoreVerifier(be, threshold=0).verify(pairs, ["Q: notebooks"] * 2))
     p = be.encode_chat(QS[0], "Be brief.")
     first = be.generate_steps([StepRequest(tuple(p), 1)], Sampling())[0].ids[0]
-    assert int(be.next_token_logits([p]).argmax(-1)[0]) == first
+    from lrref.passes import PassBuffer, attached
+
+    log = PassBuffer("target", 0.0)
+    with attached({be: log}):
+        assert int(be.next_token_logits([p, p[:-3]]).argmax(-1)[0]) == first
+    (rec,) = log.take()  # the judge's and the scorer's prompts are verifier passes
+    assert rec["engine"] == "verifier" and rec["rows"] == 2 and rec["outputs"] == 2 and be.pass_log is None
 
 
 # --- the decoder on this backend -------------------------------------------------------------------------
@@ -272,6 +278,16 @@ def test_trace_accounts_for_all_target_work(runs, mode):
     res, tr, row_passes = runs(mode)
     timed = [s for s in tr.steps if s.target_start is not None]
     assert sum(s.target_forwards for s in timed) == row_passes
+    # ... and every pass is a pass record: the target's here, the draft's (lr-async: from the draft process)
+    by = {e: [p for p in tr.passes if p.engine == e] for e in ("target", "draft")}
+    assert sum(p.rows for p in by["target"]) == row_passes and by["draft"] and not tr.warnings
+    assert sum(p.rows for p in by["draft"]) >= sum(s.draft_forwards or 0 for s in tr.steps) > 0
+    end = max(r.end for r in tr.requests)
+    for p in tr.passes:
+        assert 0 < p.start < end and p.seconds > 0 and p.tokens >= p.rows and p.outputs >= p.rows
+        assert p.threads == 1 and p.context_max >= p.context and set(p.requests) <= {0, 1}
+    if mode == "lr-sync+sd":
+        assert any(p.outputs > p.rows for p in by["target"])  # n-gram proposals verified in the pass
     wasted = [s for s in timed if s.cancelled or (s.committed is None and not s.accepted)]
     assert wasted and all(s.target_end >= s.target_start for s in wasted)
     if mode == "lr-async":
@@ -338,7 +354,9 @@ def test_cli_generate_writes_a_llamacpp_trace_without_torch(tmp_path):
                       "--gamma", "2", "--dtype", "float32", "--trace", str(tp), env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["tokens"] == 30
-    assert r.stderr.strip() == "lrref: --backend llamacpp: --dtype float32 ignored (GGUF quantised weights)"
+    said = [x for x in r.stderr.splitlines() if not x.startswith("lrref: warning: the machine was busy")]
+    assert said == ["lrref: --backend llamacpp: --dtype float32 ignored (GGUF quantised weights)"]
+    assert set(read_trace(tp).header.hardware["load"]) >= {"other_cores", "busy", "loadavg_end", "window_s"}
     h = read_trace(tp).header
     info = h.config["backend_info"]
     assert h.backend == "llamacpp" and h.hardware["dtype"] == "gguf:Q4_1" and h.hardware["torch_threads"] is None

@@ -50,24 +50,37 @@ def test_default_pair_shares_the_qwen25_shapes():
     assert all(json.loads(p.read_text())["_source"] for p in ARCH_DIR.glob("*.json"))
 
 
-def test_profile_a_tiny_config_on_cpu(tmp_path, capsys):
-    out = tmp_path / "tiny.json"
-    assert cli.main(["profile", *FAST, "--out", str(out)]) == 0
-    assert "wrote" in capsys.readouterr().out
+def check_tiny_profile(out, capsys, dtype):
+    """What ``lrref profile --arch tiny`` (``FAST``) wrote, at the dtype ``--dtype auto`` chose (``dtype``): the KV
+    bytes per token (2 x layers x kv_heads x head_dim x bytes) and the names follow it."""
+    width = {"float32": 4, "bfloat16": 2}[dtype]
     p = read_profile(out)
     a = p.arch("tiny")
     assert (a.context, a.batch, a.positions) == ((0, 32), (1, 2), (1, 3)) and a.unmeasured == 0
-    assert a.params == 107072 and a.layers == 2 and a.kv_bytes_per_token == 2 * 2 * 2 * 16 * 4
-    assert p.timed == "wall" and p.name == "cpu-float32-t1"
+    assert a.params == 107072 and a.layers == 2 and a.kv_bytes_per_token == 2 * 2 * 2 * 16 * width
+    assert p.timed == "wall" and p.name == f"cpu-{dtype}-t1"
     v = p.provenance
-    assert (v.dtype, v.threads, v.warmup, v.repeats) == ("float32", 1, 1, 3) and v.torch and v.transformers
+    assert (v.dtype, v.threads, v.warmup, v.repeats) == (dtype, 1, 1, 3) and v.torch and v.transformers
     assert v.command.startswith("lrref profile --arch tiny") and v.cpu and v.date
     assert v.extra["arch_configs"] == {"tiny": "lrsim/data/archs/tiny.json"}
+    assert set(v.extra["load"]) >= {"other_cores", "busy", "window_s"}
     assert all(t > 0 for L in a.ms for b in L for t in b)
     from lrsim.cli import main as lrsim_main
 
+    capsys.readouterr()
     assert lrsim_main(["profiles", str(out), "--arch", "tiny", "--context", "16", "--batch", "2"]) == 0
-    assert "cpu-float32-t1  tiny context 16 batch 2" in capsys.readouterr().out
+    assert f"cpu-{dtype}-t1  tiny context 16 batch 2" in capsys.readouterr().out
+
+
+def test_profile_a_tiny_config_on_cpu(tmp_path, capsys):
+    """On this CPU, whatever it is: the expectations follow the dtype ``--dtype auto`` chose here (float32 on an
+    AVX2 CPU, bfloat16 with AVX512-BF16 or AMX); ``tests/test_lrref_cpu.py`` runs it under each mocked CPU kind."""
+    from lrref.timing import resolve_dtype
+
+    out = tmp_path / "tiny.json"
+    assert cli.main(["profile", *FAST, "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    check_tiny_profile(out, capsys, resolve_dtype("auto", "cpu"))
 
 
 def test_profile_from_a_model_directory(tmp_path):
@@ -100,15 +113,14 @@ def test_out_of_memory_shapes_become_missing_points(tmp_path, monkeypatch):
                                                                               f"on {timing.cpu_model()}",)
 
 
-def test_dtype_auto(monkeypatch):
-    from lrref import timing
+def test_dtype_auto_is_lrref_cpus():
+    """The profiler asks lrref.cpu (mocked per CPU kind in tests/test_lrref_cpu.py); explicit dtypes pass through."""
+    from lrref import cpu, timing
 
     assert timing.resolve_dtype("auto", "cuda") == "bfloat16"
-    assert timing.resolve_dtype("float32", "cuda") == "float32"
-    monkeypatch.setattr(timing, "_cpuinfo", lambda: "flags : fpu avx2 fma")
-    assert timing.resolve_dtype("auto", "cpu") == "float32"
-    monkeypatch.setattr(timing, "_cpuinfo", lambda: "flags : fpu avx512f avx512_bf16")
-    assert timing.resolve_dtype("auto", "cpu") == "bfloat16"
+    assert timing.resolve_dtype("float32", "cuda") == "float32" and timing.resolve_dtype("float16", "cpu") == "float16"
+    assert timing.resolve_dtype("auto", "cpu") == cpu.resolve_dtype("auto", "cpu")
+    assert timing.cpu_model() == cpu.cpu_model() and timing.cpu_has_native_bf16() == cpu.native_bf16()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -179,3 +191,152 @@ def test_profile_predicts_the_passes_of_an_lrref_ar_trace(tmp_path):
     r = statistics.median(ratios)
     print(f"recorded / profile: median {r:.3f}, rounds {[round(x, 3) for x in ratios]}")
     assert abs(r - 1) < TOLERANCE, ratios
+
+
+# --- lrref profile --backend llamacpp ----------------------------------------------------------------------
+
+needs_binding = pytest.mark.skipif(__import__("importlib.util").util.find_spec("xllamacpp") is None,
+                                   reason="llama.cpp binding not installed: pip install -e '.[llamacpp]'")
+LL_FAST = ["--backend", "llamacpp", "--context", "0,16", "--batch", "1,2", "--positions", "1,3", "--warmup", "0",
+           "--repeats", "2", "--quiet"]
+
+
+@needs_binding
+@pytest.mark.models
+def test_llamacpp_profile_of_a_tiny_grid_alone_and_co_running(tmp_path, capsys):
+    """One profile, entries MODEL@t1 (alone) and MODEL@t1co (beside a co-runner), the setups map lrsim reads, and
+    the provenance of every entry; the same model as target and draft is timed once per setup."""
+    from conftest import require_models
+
+    from lrsim.cost.profile import SETUP_MODES
+
+    require_models(TINY_MODEL, gguf=True)
+    out = tmp_path / "ll.json"
+    assert cli.main(["profile", *LL_FAST, "--model", f"{TINY_MODEL},{TINY_MODEL}", "--threads", "1",
+                     "--async-threads", "1,1", "--co-context", "8", "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    p = read_profile(out)
+    alone, co = f"{TINY_MODEL}@t1", f"{TINY_MODEL}@t1co"
+    assert list(p.archs) == [alone, co] and p.timed == "wall" and p.name == "cpu-llamacpp"
+    assert p.setups == {"ar": {"target": "t1"}, "sync": {"target": "t1", "draft": "t1"},
+                        "async": {"target": "t1co", "draft": "t1co"}}
+    assert {p.entry(TINY_MODEL, m, "target") for m in SETUP_MODES} == {alone, co}
+    for a in p.archs.values():
+        assert (a.context, a.batch, a.positions) == ((0, 16), (1, 2), (1, 3)) and a.unmeasured == 0
+        assert a.layers == 30 and a.kv_bytes_per_token == 30 * 3 * (64 + 64) * 2 and a.params > 100_000_000
+    assert p.time_ms(co, 8, 2, 2) > 0
+    v = p.provenance
+    assert v.dtype == "gguf:Q4_1" and v.cpu and v.command.startswith("lrref profile --backend llamacpp")
+    x = v.extra
+    assert x["binding"] == "xllamacpp" and x["binding_version"] and x["logits"] == "all" and x["llama_system_info"]
+    e = x["entries"]
+    assert e[alone]["threads"] == e[co]["threads"] == 1 and e[alone]["co_runner"] is None
+    assert e[co]["co_runner"]["model"] == TINY_MODEL and e[co]["co_runner"]["passes"] > 0
+    assert e[co]["co_runner"]["context"] == [8, 8 + 256] and 0 < e[co]["co_runner"]["duty"] <= 1
+    assert all(1 <= n <= 2 for L in e[alone]["timed_passes"] for b in L for n in b)
+    assert e[alone]["n_batch"] == 512 and e[alone]["ctx_per_seq"] >= 2048
+    assert {"other_cores", "own_cores", "busy"} <= set(e[co]["load"]) and e[co]["load"]["own_cores"] > 0
+
+
+@needs_binding
+@pytest.mark.models
+def test_llamacpp_profile_times_what_forward_measures(tmp_path, monkeypatch):
+    """Every timed number is a LlamaCppBackend.forward's own seconds (the figure a trace's pass records carry),
+    with the shape's rows and positions, and --logits last asks logits of each row's last position only."""
+    from conftest import require_models
+
+    from lrref.llamacpp_backend import LlamaCppBackend
+
+    require_models(TINY_MODEL, gguf=True)
+    real, seen = LlamaCppBackend.forward, []
+
+    def forward(self, parts, *a, **kw):
+        logits, seconds = real(self, parts, *a, **kw)
+        seen.append((len(parts), len(parts[0][1]), parts[0][2], seconds))
+        return logits, 0.5  # every pass "took" 0.5 s
+    monkeypatch.setattr(LlamaCppBackend, "forward", forward)
+    out = tmp_path / "ll.json"
+    assert cli.main(["profile", *LL_FAST, "--model", TINY_MODEL, "--threads", "1", "--logits", "last",
+                     "--budget", "0.9", "--out", str(out)]) == 0
+    p = read_profile(out)
+    a = p.arch(f"{TINY_MODEL}@t1")
+    assert all(t == 500.0 for L in a.ms for b in L for t in b) and "async" not in p.setups
+    assert p.provenance.extra["entries"][a.name]["timed_passes"] == [[[2, 2], [2, 2]]] * 2  # 0.5 + 0.5 >= 0.9
+    timed = [s for s in seen if s[0] in (1, 2) and s[1] in (1, 3)]
+    assert all(first == q - 1 for _, q, first, _ in timed)  # logits at the last position only
+
+
+@needs_binding
+@pytest.mark.models
+def test_llamacpp_profile_needs_no_torch(tmp_path):
+    from conftest import require_models
+    from test_lrref_llamacpp import lrref_without
+
+    require_models(TINY_MODEL, gguf=True)
+    out = tmp_path / "ll.json"
+    r = lrref_without({"torch", "transformers", "sentence_transformers"}, "profile", *LL_FAST, "--model", TINY_MODEL,
+                      "--threads", "1", "--context", "0", "--positions", "1", "--repeats", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "1 entry (smollm2-135m-instruct@t1)" in r.stdout and read_profile(out).arch(f"{TINY_MODEL}@t1").ms
+
+
+def test_llamacpp_co_runner_failure_is_one_line(tmp_path):
+    pytest.importorskip("xllamacpp")
+    from lrref.profile_llamacpp import CoRunner, CoRunnerError, Entry, GGUFModel, LlamaSpec
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF not really")
+    m = GGUFModel("broken", str(bad), "Q4_1", 1, 1)
+    spec = LlamaSpec(m, None, 1, None, (0,), (1,), (1,))
+    with pytest.raises(CoRunnerError) as e:
+        with CoRunner(Entry(m, "t1co", 1, m, 1), spec):
+            pass
+    assert "\n" not in str(e.value) and str(e.value).startswith("the co-runner (broken) crashed:")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "nope"], "is not a .gguf file (and 'nope' is not a registry name"),
+    (["--model", "smollm2-135m-instruct", "--cache-dir", "{tmp}"], "is not prepared in"),
+    (["--model", "all-minilm-l6-v2"], "is not a GGUF language model"),
+    (["--model", "a,b,c"], "(one or two models), got 3"),
+    ([], "(one or two models), got 0"),
+    (["--model", "x", "--arch", "tiny"], "--arch is for --backend hf"),
+    (["--model", "x", "--dtype", "bfloat16"], "--dtype is for --backend hf"),
+    (["--model", "x", "--device", "cuda"], "--device is for --backend hf"),
+    (["--model", "x", "--positions", "0"], "--positions: values must be >= 1"),
+    (["--model", "x", "--context", "1,x"], "--context: expected comma-separated integers"),
+    (["--model", "x", "--batch", "1,65"], "--batch: at most 64 rows"),
+    (["--model", "x", "--async-threads", "1"], "--async-threads must be 'TARGET,DRAFT' integers"),
+    (["--model", "x", "--async-threads", "1,0"], "--async-threads must be >= 1"),
+    (["--model", "x", "--threads", "0"], "--threads must be >= 1"),
+    (["--model", "x", "--budget", "0"], "--budget must be > 0"),
+    (["--model", "x", "--logits", "some"], "invalid choice"),
+    (["--model", "x", "--name", "a b"], "--name uses letters"),
+])
+def test_llamacpp_bad_input_is_one_line_exit_2_before_any_model(tmp_path, args, message):
+    args = [x.replace("{tmp}", str(tmp_path / "empty-cache")) for x in args]
+    r = lrref("profile", "--backend", "llamacpp", *args, "--out", str(tmp_path / "p.json"))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("lrref: error:"), r.stderr
+    assert message in lines[0] and "Traceback" not in r.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--async-threads", "1,1"), ("--budget", "1"), ("--logits", "last"),
+                                         ("--co-context", "8")])
+def test_llamacpp_flags_are_refused_with_hf(tmp_path, flag, value):
+    r = lrref("profile", "--arch", "tiny", flag, value, "--out", str(tmp_path / "p.json"))
+    assert r.returncode == 2 and f"{flag} is for --backend llamacpp" in r.stderr and not list(tmp_path.iterdir())
+
+
+def test_profile_require_idle_refuses_a_busy_machine(tmp_path, monkeypatch, capsys):
+    from lrref import load
+
+    hz = __import__("os").sysconf("SC_CLK_TCK")
+    samples = iter([load.Sample(0.0, 0, 0, (3.0, 2.0, 1.0)), load.Sample(1.0, hz // 2, 0, (3.0, 2.0, 1.0))])
+    monkeypatch.setattr(load, "take", lambda proc=None, pid=None: next(samples))
+    monkeypatch.setattr(load, "IDLE_SAMPLE_S", 0.0)
+    assert cli.main(["profile", *FAST, "--require-idle", "--out", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--require-idle: the machine is busy: other processes used 0.50" in err[0]
+    assert not list(tmp_path.iterdir())

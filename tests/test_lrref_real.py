@@ -172,6 +172,11 @@ def test_sync_trace_accounts_for_every_target_step(tiny, tmp_path, p_accept):
     assert sum(rows.values()) == sum(r.target_forwards for r in res)
     wasted = [s for s in tr.steps if s.target_start is not None and s.committed is None and not s.accepted]
     assert wasted  # with rejections, some target work was discarded and is visible
+    # one pass record per model forward (hf backend): the rows of the target's add up to the same passes
+    by = {e: [p for p in tr.passes if p.engine == e] for e in ("target", "draft")}
+    assert sum(p.rows for p in by["target"]) == sum(rows.values())
+    assert sum(p.rows for p in by["draft"]) == sum(s.draft_forwards or 0 for s in tr.steps) > 0
+    assert all(p.threads == 1 and p.seconds > 0 and p.positions_max * p.rows >= p.tokens for p in tr.passes)
 
 
 def test_async_trace_has_overlap_and_batches(tiny, tmp_path):
@@ -272,6 +277,9 @@ def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
     assert res["modes"][0]["lost_vs_ar"] is None and all(r["paired_n"] == 2 for r in res["modes"][1:])
     assert all(r["lost_vs_ar"] + r["gained_vs_ar"] <= 2 and 0 < r["p_vs_ar"] <= 1 for r in res["modes"][1:])
     assert all(q.correct is not None for q in read_trace(od / "trace-lr-sync.jsonl").requests)
+    load = res["meta"]["load"]  # what else ran: results.json and every trace's header (rewritten at close)
+    assert load["own_cores"] > 0 and load["window_s"] > 0 and isinstance(load["busy"], bool)
+    assert read_trace(od / "trace-ar.jsonl").header.hardware["load"]["busy_above_cores"] == load["busy_above_cores"]
 
 
 def test_cli_bench_with_concurrency(tmp_path, capsys):

@@ -221,3 +221,66 @@ def test_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         sample(p)
     assert p.read_text() == "old\n" and [q.name for q in tmp_path.iterdir()] == ["t.jsonl"]
+
+
+# --- pass records and the header rewritten at close ---------------------------------------------------------
+
+def _pass(**kw):
+    return tr.PassRecord(**({"engine": "target", "start": 0.5, "seconds": 0.08, "rows": 2, "tokens": 7, "outputs": 6,
+                             "positions_max": 5, "context": 40.5, "context_max": 48, "threads": 2,
+                             "requests": [0, 1]} | kw))
+
+
+def test_pass_records_round_trip_and_keep_older_readers_working(tmp_path):
+    p = tmp_path / "t.jsonl"
+    h, steps, reqs = sample(p)
+    passes = [_pass(), _pass(engine="draft", rows=1, tokens=1, outputs=1, requests=None)]
+    tr.write_trace(p, h, steps, reqs, passes)
+    t = tr.read_trace(p)
+    assert t.passes == passes and t.steps == steps and t.requests == reqs and t.warnings == []
+    assert json.loads(p.read_text().splitlines()[-1])["type"] == "pass"
+
+
+@pytest.mark.parametrize("bad, message", [({"rows": 0}, "'rows' must be an integer >= 1"),
+                                          ({"tokens": 1.5}, "'tokens' must be an integer"),
+                                          ({"seconds": -1}, "'seconds' must be a number >= 0"),
+                                          ({"context": None}, "'context' must be a number"),
+                                          ({"engine": ""}, "'engine' must be a name")])
+def test_bad_pass_records_are_skipped_with_file_and_line(tmp_path, bad, message):
+    p = tmp_path / "t.jsonl"
+    h, steps, reqs = sample(p)
+    line = json.dumps({**json.loads(tr._line(_pass())), **bad})
+    p.write_text(p.read_text() + line + "\n")
+    t = tr.read_trace(p)
+    assert t.passes == [] and len(t.steps) == 2
+    assert len(t.warnings) == 1 and f"{p}:5: skipped pass record" in t.warnings[0] and message in t.warnings[0]
+
+
+def test_pass_records_are_buffered_until_the_next_record(tmp_path):
+    p = tmp_path / "live.jsonl"
+    w = tr.TraceWriter(p, tr.Header(source="test"))
+    w.write_pass(_pass())
+    assert len(p.read_text().splitlines()) == 1  # not flushed on its own
+    w.step(tr.StepRecord(request=0, cycle=0, position=0, committed="target"))
+    assert len(p.read_text().splitlines()) == 3
+    w.write_pass(_pass(start=1.0))
+    w.close()
+    assert [x.start for x in tr.read_trace(p).passes] == [0.5, 1.0]
+
+
+def test_at_close_rewrites_the_header_atomically(tmp_path, monkeypatch):
+    p = tmp_path / "t.jsonl"
+    w = tr.TraceWriter(p, tr.Header(source="test"), at_close=lambda h: h.hardware.update(load={"busy": False}))
+    w.step(tr.StepRecord(request=0, cycle=0, position=0, committed="target"))
+    w.write_pass(_pass())
+    assert "load" not in tr.read_trace(p).header.hardware  # a killed run keeps the header it started with
+    w.close()
+    t = tr.read_trace(p)
+    assert t.header.hardware["load"] == {"busy": False} and len(t.steps) == 1 and len(t.passes) == 1
+    assert [q.name for q in tmp_path.iterdir()] == ["t.jsonl"]
+    w.close()  # a second close does nothing
+
+
+def test_pass_records_are_documented_with_the_vllm_exception():
+    doc = tr.schema_doc()
+    assert "## `pass`" in doc and "| `context_max` |" in doc and "vllm" in doc and "| `draft_forwards` |" in doc

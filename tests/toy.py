@@ -5,6 +5,7 @@ some positions (more with sampling), so drafts are accepted sometimes and reject
 """
 
 import random
+import time
 
 from lrref.backend import BackendStats, StepOut, StepRequest
 from lrref.config import DecodeConfig
@@ -71,6 +72,7 @@ class ToyEngine:
     def __init__(self, be, sampling, clock):
         self.be, self.sampling, self.clock, self.rows, self.n = be, sampling, clock, {}, 0
         self.batch_sum = {}  # handle -> rows summed over the passes it took part in
+        self.request = {}  # handle -> the request of its StepRequest
 
     @property
     def active(self):
@@ -82,6 +84,7 @@ class ToyEngine:
             self.n += 1
             rng = None if self.sampling.greedy else random.Random(r.seed)
             self.rows[self.n] = (StepSplitter(self.be.decode, self.be.eos_ids, r.cap), list(r.ids), rng, self.clock())
+            self.request[self.n] = r.request
             hs.append(self.n)
         return hs
 
@@ -92,6 +95,11 @@ class ToyEngine:
                           end=self.clock(), batch=round(bsum / len(sp.ids)) if sp.ids else 0)
 
     def step(self):
+        log = getattr(self.be, "pass_log", None)  # one pass record per step, as the real engines report them
+        if log is not None and self.rows:
+            log(time.perf_counter(), self.be.seconds_per_pass, [1] * len(self.rows),
+                [len(row[1]) for row in self.rows.values()], len(self.rows), None,
+                [self.request[h] for h in self.rows])
         for h, (sp, ids, rng, _) in self.rows.items():
             ids.append(self.be._next(ids, rng))
             sp.push(ids[-1])
@@ -116,7 +124,7 @@ class FakeWorker:
             for _, out in self.eng.cancel([self.chain["handle"]]):
                 self.inbox.append(("cancelled", self.chain["epoch"], len(self.chain["made"]), out))
         if kind == "chain":
-            epoch, prefix, rem, credit, seed = a
+            epoch, prefix, rem, credit, seed, *_ = a
             self.chain = {"epoch": epoch, "prefix": list(prefix), "rem": rem, "credit": credit, "seed": seed,
                           "made": [], "handle": None, "eos": False}
         elif kind == "idle":

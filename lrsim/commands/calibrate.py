@@ -28,18 +28,25 @@ def run(a: argparse.Namespace) -> str:
 
     if a.profile_out:
         check_writable(Path(a.profile_out))
+    import shlex
+    import sys
+
+    from ..cost.fromtraces import profile_from_traces
+
     traces = read_traces(a.traces)
     c = calibrate(traces)
-    text = json.dumps(c.to_dict(), indent=2, default=float) if a.json else format_calibration(c)
+    cmd = "lrsim " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if sys.argv[1:] else None
+    prof = profile_from_traces(traces, a.profile_name, c.alpha2, command=cmd)
+    if a.json:
+        text = json.dumps(c.to_dict() | {"pass_costs": {"setups": prof.setups, "prefill": prof.prefill,
+                                                        "notes": list(prof.provenance.notes)}},
+                          indent=2, default=float)
+    else:
+        text = format_calibration(c) + "\n  pass costs per hardware setup (the profile --profile-out writes):\n" + \
+            "\n".join(f"    {n}" for n in prof.provenance.notes)
     if a.profile_out:
-        import shlex
-        import sys
-
-        from ..cost.fromtraces import profile_from_traces
         from ..cost.profile import write_profile
 
-        cmd = "lrsim " + " ".join(shlex.quote(x) for x in sys.argv[1:]) if sys.argv[1:] else None
-        prof = profile_from_traces(traces, a.profile_name, c.alpha2, command=cmd)
         write_profile(prof, a.profile_out)
         if not a.json:
             text += f"\nwrote {a.profile_out}: profile {prof.name}, entries {', '.join(prof.archs)}"

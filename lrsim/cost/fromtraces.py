@@ -72,6 +72,7 @@ GRID_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
 PASS_POSITIONS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 PASS_BATCH = (1, 2, 3, 4, 6, 8, 12, 16)
 KNOTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+OUTLIER = 3.0  #: a pass this many times slower than its setup's fit is flagged (another process on the cores?)
 SETUP_MODES = ("ar", "sync", "async")
 
 
@@ -89,17 +90,19 @@ class TargetFit:
     positions: tuple[float, float]  #: smallest and largest mean positions per row of a step
     residual: float  #: weighted rms of (fit - y) / y over the steps
     borrowed: tuple[str, ...]  #: parts taken from other setups' ratios ('a', 'd')
+    outliers: int = 0  #: steps whose cost per pass is more than :data:`OUTLIER` times the fit
 
     def seconds(self, b: float, q: float) -> float:
         return self.a + self.c * b + self.d * b * (q - 1)  # fixed + per row + per speculated position
 
     def describe(self) -> str:
         bor = f"; borrowed {' and '.join(self.borrowed)} from other setups' ratios" if self.borrowed else ""
+        out = f"; {self.outliers} step(s) over {OUTLIER:g}x the fit (was the machine busy?)" if self.outliers else ""
         return (f"target @{self.setup}: T(b, q) = {1e3 * self.a:.2f} + {1e3 * self.c:.2f} b + {1e3 * self.d:.2f} "
                 f"b (q - 1) ms, fitted on {self.steps} steps ({self.passes} passes), mean batch "
                 f"{self.batch[0]:.2f}-{self.batch[1]:.2f}, positions {self.positions[0]:.2f}-{self.positions[1]:.2f}, "
                 f"weighted rms "
-                f"residual {100 * self.residual:.1f}%{bor}")
+                f"residual {100 * self.residual:.1f}%{bor}{out}")
 
 
 def setup_of(trace: Trace) -> str:
@@ -174,9 +177,10 @@ def fit_targets(traces: Sequence[Trace]) -> dict[str, TargetFit]:
         fixed = {p: ratios[p] for p in ("a", "d") if not own[s][p]}
         (a, c, d), rms = _solve(rows, fixed)
         bs = [r[0] for r in rows]
+        slow = sum(r[2] > OUTLIER * (a + c * r[0] + d * r[0] * (r[1] - 1)) for r in rows)
         out[s] = TargetFit(s, float(a), float(c), float(d), len(rows), int(sum(r[3] for r in rows)),
                            (min(bs), max(bs)), (min(r[1] for r in rows), max(r[1] for r in rows)), rms,
-                           tuple(sorted(fixed)))
+                           tuple(sorted(fixed)), int(slow))
     return out
 
 
@@ -196,6 +200,7 @@ class PassFit:
     tokens: tuple[int, int]
     context: tuple[float, float]
     residual: float  #: rms of (fit - y) / y
+    outliers: int = 0  #: passes more than :data:`OUTLIER` times slower than the fit (a busy machine?)
 
     def g(self, n: float) -> float:
         return self.slope * n + sum(h * max(0.0, n - k) for h, k in zip(self.hinges, KNOTS))
@@ -209,7 +214,9 @@ class PassFit:
                 f"{self.rows[0]}-{self.rows[1]}, positions fed {self.tokens[0]}-{self.tokens[1]}, context "
                 f"{self.context[0]:.0f}-{self.context[1]:.0f}): a {1e3 * self.a:.2f} ms + {1e3 * self.c:.2f} ms per "
                 f"row + g(n) + {1e6 * self.e:.3f} us per position and cached token; one row of 1, 2, 4, 16, 64 "
-                f"positions: {', '.join(ms)} ms; rms relative residual {100 * self.residual:.1f}%")
+                f"positions: {', '.join(ms)} ms; rms relative residual {100 * self.residual:.1f}%"
+                + (f"; {self.outliers} pass(es) ({100 * self.outliers / self.passes:.1f}%) over {OUTLIER:g}x the "
+                   "fit: outliers (was the machine busy?)" if self.outliers else ""))
 
 
 def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
@@ -224,8 +231,10 @@ def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
     sol = optimize.lsq_linear(X, np.ones_like(y), bounds=(lo, np.inf)).x
     fit = PassFit(setup, engine, *map(float, sol[:3]), float(sol[3]), tuple(map(float, sol[4:])), len(passes),
                   (int(b.min()), int(b.max())), (int(n.min()), int(n.max())), (float(L.min()), float(L.max())), 0.0)
-    rel = np.array([fit.seconds(*x) for x in zip(L, b, n)]) / y - 1
-    return PassFit(**{**fit.__dict__, "residual": float(np.sqrt(np.mean(rel**2)))})
+    ratio = y / np.array([fit.seconds(*x) for x in zip(L, b, n)])  # recorded / fitted
+    rel = 1 / ratio - 1
+    return PassFit(**{**fit.__dict__, "residual": float(np.sqrt(np.mean(rel**2))),
+                      "outliers": int(np.sum(ratio > OUTLIER))})
 
 
 def _pass_entry(name: str, fit: PassFit) -> ArchProfile:

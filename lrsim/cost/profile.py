@@ -10,7 +10,7 @@ provenance of the numbers.  Acceptance belongs to the models, latency to the
 hardware and engine: a profile is the hardware half.
 
 Between grid points the time is trilinear in (context, batch, positions)
-(:mod:`lrsim.interp`): a forward pass costs roughly a fixed part (weights
+(:mod:`lrsim.cost.interp`): a forward pass costs roughly a fixed part (weights
 read once), a part per row and position (matmuls), and a part per row,
 position and cached token (attention over the cache), and trilinear
 interpolation reproduces exactly any cost of the form
