@@ -2,7 +2,7 @@
 
 On a CPU the default pair decodes several times faster through llama.cpp on
 its GGUF files than through transformers (the side-by-side ``lrref bench`` in
-README, "Choosing the backend"), so ``auto`` is llamacpp whenever it can be:
+docs/how-to/record-traces.md, "Choosing the backend"), so ``auto`` is llamacpp whenever it can be:
 
 - the run asks for nothing only torch does (``--device``/``--draft-device``
   other than the CPU, ``--random-weights``, an explicit ``--dtype``);

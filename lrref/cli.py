@@ -80,7 +80,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--verifier", default=None, choices=VERIFIERS,
                    help="default: embedding (random with --random-weights, the only one allowed there); math: the "
                         "draft's equations and numbers must be the target step's (no model call), then the "
-                        "embedding cosine decides the prose (docs/answer-quality.md)")
+                        "embedding cosine decides the prose (docs/validation/answer-quality.md)")
     m.add_argument("--threshold", type=_float, default=None, help=THRESHOLD_HELP)
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")

@@ -13,6 +13,10 @@
   ``lr-async`` can join target steps to the running batch as with HF.
 - On CPU set ``VLLM_CPU_KVCACHE_SPACE`` (GiB; default 2 here) and run the
   entry point under ``if __name__ == "__main__"`` (vLLM spawns processes).
+- Quiet like the other backends: vLLM logs at WARNING (``VLLM_LOGGING_LEVEL``,
+  set it to INFO to see its start-up), transformers' load-time warnings are
+  off while the engine is built, and logging's "--- Logging error ---"
+  reports from handlers whose stream closed at interpreter exit are dropped.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, (os.cpu_count() or 1) - 1)}")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # read when vllm is imported: INFO fills stdout otherwise
 
 
 class VLLMBackend:
@@ -49,9 +54,14 @@ class VLLMBackend:
 
     def __init__(self, path: str | os.PathLike, dtype: str = "auto", ngram: NgramConfig = NgramConfig(),
                  max_model_len: int = 4096, enforce_eager: bool = True, seed: int = 0, name: str | None = None):
+        import logging
+
         import torch
         from vllm import LLM
 
+        from .quiet import quiet_transformers
+
+        logging.raiseExceptions = False  # vLLM's shutdown logs into closed streams: no "Logging error" reports
         self.dtype = resolve_dtype(dtype, "cuda" if torch.cuda.is_available() else "cpu")
         kw = dict(model=str(path), dtype=self.dtype, max_model_len=max_model_len, enforce_eager=enforce_eager,
                   seed=seed)
@@ -60,7 +70,8 @@ class VLLMBackend:
                                         "prompt_lookup_max": ngram.max_n, "prompt_lookup_min": ngram.min_n}
         self.path, self.ngram = str(path), ngram
         self.name = name or os.path.basename(os.path.normpath(self.path))
-        self.llm = LLM(**kw)
+        with quiet_transformers():
+            self.llm = LLM(**kw)
         self.tok = self.llm.get_tokenizer()
         gen_eos = getattr(self.llm.llm_engine, "generation_config_fields", {}) or {}
         e = gen_eos.get("eos_token_id") if isinstance(gen_eos, dict) else None

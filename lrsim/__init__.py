@@ -1,5 +1,16 @@
 """lrsim: analytical and simulated speedups of Lookahead Reasoning (arXiv 2506.19830).
 
+The public API (:mod:`lrsim.api`, typed results in :mod:`lrsim.results`)::
+
+    import lrsim
+    p = lrsim.plan(alpha1=0.6, c1=0.1, alpha2=0.6, c2=0.05, budget=16)   # closed-form budget split
+    print(p); p.k1, p.k2, p.speedup                                        # (4, 4, 3.817...)
+
+:func:`plan`, :func:`simulate`, :func:`predict` (replay traces, or numbers on a
+profile), :func:`simulate_serving`, :func:`check_theorems`, :func:`hardware`,
+:func:`load_traces`, :func:`load_profile`, :func:`write_html`.  They import
+numpy, scipy, simpy and plotly on first use, so ``import lrsim`` stays light.
+
 Never imports torch.  Modules:
 
 - :mod:`lrsim.theory`     closed forms g, f_sync, S1, S2, f_async, parallel_dim, h
@@ -21,6 +32,25 @@ Never imports torch.  Modules:
 - :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref
 - :mod:`lrsim.fields`     dataclass fields with help text
 - :mod:`lrsim.cli`        the ``lrsim`` command
+- :mod:`lrsim.report_html` ``--html``: a command's findings as one self-contained page
 """
 
 __version__ = "0.1.0"
+
+# the public API; light: heavy modules load inside its functions
+from .api import (
+    check_theorems,
+    hardware,
+    load_profile,
+    load_traces,
+    plan,
+    predict,
+    simulate,
+    simulate_serving,
+    write_html,
+)
+from .results import PlanResult, PredictionResult, ServeResult, SimulationResult, Table, TheoremsResult
+
+__all__ = ["plan", "simulate", "predict", "simulate_serving", "check_theorems", "hardware", "load_traces",
+           "load_profile", "write_html", "Table", "PlanResult", "SimulationResult", "PredictionResult",
+           "ServeResult", "TheoremsResult", "__version__"]

@@ -24,7 +24,7 @@ off by a time limit resumes where it stopped; ``--force`` redoes them):
 Stated times (``--list``) come from the hardware model's own eager prediction for the device (x warm-up +
 repeats, plus the cache prefill), so they are estimates; every subprocess part runs under a timeout of 3x its
 estimate (at least 2 min).  On a lent GPU machine (10-minute commands, 30 minutes in all) run it a few parts per
-call; see README "GPU campaign".
+call; see docs/how-to/predict-gpu.md, "GPU campaign".
 """
 
 from __future__ import annotations

@@ -61,3 +61,11 @@ class SlowTarget:
         step = eng.step
         eng.step = lambda: (time.sleep(self.pause), step())[1]
         return eng
+
+
+@pytest.fixture(scope="session")
+def html_pages(tmp_path_factory):
+    """Every command's ``--html`` page (tests/html_pages.py), written once per session."""
+    from html_pages import write_pages
+
+    return write_pages(tmp_path_factory.mktemp("html"))

@@ -2,7 +2,7 @@
 
 Lossless check: greedy decoding + a verifier that accepts only token-identical
 steps must reproduce ``ar`` token for token in every LR mode.  float32 keeps
-the numerics independent of batch shape (bf16 is not; see README).
+the numerics independent of batch shape (bf16 is not; see docs/design.md, "Design measurements").
 The draft is the same small model *sampling at temperature 0.4*, so drafts are
 rejected often and accepted sometimes: both paths run.
 """

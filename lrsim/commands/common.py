@@ -243,3 +243,30 @@ def behaviour(a: argparse.Namespace, alpha1: float, alpha2: float | None):
 
     return Behaviour(alpha1=alpha1, alpha2=alpha2, step_tokens=a.step_tokens or Constant(STEP_TOKENS),
                      draft_tokens=a.draft_tokens, request_tokens=a.request_tokens, prompt_tokens=a.prompt_tokens or 0)
+
+
+# ----------------------------------------------------------------------------- --html
+
+
+def add_html_arg(p: argparse.ArgumentParser) -> None:
+    """``--html FILE``: the command's findings as one self-contained page (:mod:`lrsim.report_html`)."""
+    p.add_argument("--html", metavar="FILE.html",
+                   help="also write the report as one self-contained HTML page of figures (plotly inline, "
+                        "no network needed to view it)")
+
+
+def check_html(a: argparse.Namespace) -> None:
+    """Refuse an unwritable ``--html`` path in one line before any work."""
+    if getattr(a, "html", None):
+        from ..atomic import check_writable
+
+        check_writable(a.html)
+
+
+def write_html(a: argparse.Namespace, title: str, text: str, figures: Sequence) -> None:
+    """Write ``--html``'s page atomically (if asked) and say so on stderr."""
+    if getattr(a, "html", None):
+        from ..report_html import write_page
+
+        write_page(a.html, title, text, figures)
+        print(f"lrsim: wrote {a.html} ({len(figures)} figures)", file=sys.stderr)

@@ -12,13 +12,16 @@ from .common import (
     NUMBER_FLAGS,
     add_behaviour_args,
     add_hardware_args,
+    add_html_arg,
     add_theory_args,
     behaviour,
+    check_html,
     given,
     hardware_spec,
     nonnegative_int,
     positive_int,
     read_traces,
+    write_html,
 )
 from .serve import add_load_args
 from .theory import closed_plan, format_plan
@@ -38,6 +41,7 @@ def add_parser(sub) -> None:
                         "2); with --rate: largest k1 (default 5)")
     p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="with --trace: bootstrap replicates for the CI")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_html_arg(p)
     add_hardware_args(p)
     add_behaviour_args(p, alphas=False)
     add_load_args(p, plan=True)
@@ -52,9 +56,9 @@ def _simulated(a: argparse.Namespace, hw) -> str:
     if hw is None:
         from ..replay import plan_from_traces
 
-        tp = plan_from_traces(read_traces(a.trace), a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap,
-                              progress=progress)
-        return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else format_trace_plan(tp, a.top)
+        traces = read_traces(a.trace)
+        tp = plan_from_traces(traces, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, progress=progress)
+        return _simulated_out(a, tp, format_trace_plan(tp, a.top), traces, None)
     from ..compose import plan as composed_plan
 
     if a.trace is not None:
@@ -66,7 +70,17 @@ def _simulated(a: argparse.Namespace, hw) -> str:
     tp = composed_plan(source, hw, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, k1_max=a.k1_max,
                        progress=progress)
     text = f"{what} on {hw.name} ({hw.target_arch} target, {hw.draft_arch} draft)"
-    return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else format_trace_plan(tp, a.top, text)
+    return _simulated_out(a, tp, format_trace_plan(tp, a.top, text), source if what == "traces" else None, hw)
+
+
+def _simulated_out(a: argparse.Namespace, tp, text: str, traces, hw) -> str:
+    """A simulated plan's output, and its ``--html`` page (the map, the pure lines, traces' and profile's curves)."""
+    if getattr(a, "html", None):
+        from ..report_html import hardware_figures, simulated_plan_figures, trace_figures
+
+        figs = simulated_plan_figures(tp) + (trace_figures(traces) if traces else [])
+        write_html(a, f"lrsim plan, budget M = {tp.budget}", text, figs + (hardware_figures(hw) if hw else []))
+    return json.dumps(tp.to_dict(), indent=2, default=float) if a.json else text
 
 
 def _rate(a: argparse.Namespace) -> str:
@@ -103,7 +117,10 @@ LOAD_FLAGS = ("requests", "arrival", "arrival_cv", "output_tokens", "max_num_seq
 
 def run(a: argparse.Namespace) -> str:
     if a.rate is not None:
+        if a.html:
+            raise UsageError("--html does not go with --rate (lrsim serve --html draws latency against load)")
         return _rate(a)
+    check_html(a)
     load = given(a, LOAD_FLAGS)
     if load:
         raise UsageError(f"{', '.join(load)} only go(es) with --rate")
@@ -113,4 +130,8 @@ def run(a: argparse.Namespace) -> str:
     if given(a, ("k1_max",)):
         raise UsageError("--k1-max only goes with --trace, --hardware or --rate")
     p = closed_plan(a)
+    if a.html:
+        from ..report_html import closed_plan_figures
+
+        write_html(a, f"lrsim plan: {p.mode}, M = {p.budget}", format_plan(p), closed_plan_figures(p))
     return json.dumps(p.to_dict(), indent=2) if a.json else format_plan(p)

@@ -12,7 +12,9 @@ from .common import (
     NUMBER_FLAGS,
     add_behaviour_args,
     add_hardware_args,
+    add_html_arg,
     behaviour,
+    check_html,
     choice,
     given,
     hardware_spec,
@@ -20,6 +22,7 @@ from .common import (
     positive_int,
     read_traces,
     unit,
+    write_html,
 )
 
 
@@ -36,6 +39,7 @@ def add_parser(sub) -> None:
     p.add_argument("--bootstrap", type=nonnegative_int, default=20, help="bootstrap replicates for the CI")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_html_arg(p)
     add_hardware_args(p)
     add_behaviour_args(p, alphas=True)
 
@@ -62,6 +66,8 @@ def run(a: argparse.Namespace) -> str:
     from ..trace import recorded_setting
 
     hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"))
+    check_html(a)
+    traces = None
     kw = dict(steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
               progress=sys.stderr.isatty())
     if hw is None:
@@ -83,4 +89,10 @@ def run(a: argparse.Namespace) -> str:
                              "give --alpha1 too, or leave them out to calibrate on traces")
         traces = read_traces(a.traces)
         p = predict(traces, hw, _setting(a, recorded_setting(traces[0].header)), **kw)
+    if a.html:
+        from ..report_html import hardware_figures, prediction_figure, trace_figures
+
+        figs = [prediction_figure(p)] + (trace_figures(traces) if traces else [])
+        write_html(a, f"lrsim replay: {p.setting.mode}, k1 = {p.setting.k1}, k2 = {p.setting.k2}",
+                   format_prediction(p), figs + (hardware_figures(hw) if hw is not None else []))
     return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)

@@ -8,6 +8,7 @@ from ..modes import SIM_MODES
 from .common import (
     _number,
     add_hardware_args,
+    add_html_arg,
     add_sim_args,
     choice,
     cost,
@@ -80,6 +81,7 @@ def add_parser(sub) -> None:
     g.add_argument("--out", "-o", metavar="FILE.csv|FILE.parquet", help="one row per mode and rate (atomically)")
     g.add_argument("--figure", metavar="STEM", help="write STEM.html (and STEM.png): latency and goodput vs rate")
     g.add_argument("--json", action="store_true", help="print JSON: a list of rows, one per mode and rate")
+    add_html_arg(g)
 
 
 def run(a: argparse.Namespace) -> str:

@@ -7,7 +7,7 @@ import json
 import math
 import sys
 
-from .common import add_theory_args, positive_int, read_traces
+from .common import add_html_arg, add_theory_args, check_html, positive_int, read_traces, write_html
 
 
 def add_parsers(sub) -> None:
@@ -23,6 +23,7 @@ def add_parsers(sub) -> None:
     add_theory_args(p)
     p.add_argument("--resolution", type=positive_int, default=10, help="theorem grid values per axis")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_html_arg(p)
 
 
 def format_plan(plan) -> str:
@@ -73,16 +74,27 @@ def run_report(a: argparse.Namespace) -> str:
     from ..theorems import check_all
 
     a.top = 5
+    check_html(a)
     p = closed_plan(a)
     results = check_all(a.resolution, 50_000, progress=sys.stderr.isatty())
     seeds = compare_with_seeds()
     measured = embedded_summary(a.budget)
+    text = _report_text(a, p, results, seeds, measured)
+    if a.html:
+        from ..report_html import closed_plan_figures, trace_figures, verdict_figure
+
+        figs = closed_plan_figures(p) + [verdict_figure(results, seeds)] + trace_figures(read_traces([]))
+        write_html(a, "lrsim report: budget plan, theorem checks, embedded traces", text, figs)
     if a.json:
         from dataclasses import asdict
 
         return json.dumps({"plan": p.to_dict(), "theorems": [asdict(r) for r in results],
                            "seed_formulas": [asdict(f) for f in seeds], "embedded_trace": measured},
                           indent=2, default=float)
+    return text
+
+
+def _report_text(a: argparse.Namespace, p, results, seeds, measured: dict) -> str:
     summary = ["", "Theorem checks (run `lrsim theorems` for details):"]
     summary += [f"  {r.name}: {r.verdict.upper()} ({r.points_checked} points)" for r in results]
     summary += ["", "Seed formulas vs sympy derivations (run `lrsim symbolic` for details):"]

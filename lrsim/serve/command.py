@@ -112,10 +112,11 @@ def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | Non
         raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
     check_grid(cfg, modes, rates, key)  # bad input stops here, before any file or folder is made
     out = check_output(a.out) if a.out else None
-    if a.figure:
-        from ..atomic import check_writable
+    for path in (a.figure + ".html" if a.figure else None, getattr(a, "html", None)):
+        if path:
+            from ..atomic import check_writable
 
-        check_writable(a.figure + ".html")
+            check_writable(path)
     rows, per_run = serve_grid(cfg, modes, rates, a.workers, a.scheduler, progress=not a.no_progress, key=key)
     crosses = crossovers(per_run, modes, key=key) if "ar" in modes and len(rates) > 1 else []
     title = _title(cfg, key)
@@ -123,7 +124,26 @@ def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | Non
         write_rows(rows, out)
     if a.figure:
         save_figure(figure(rows, crosses, title), a.figure)
+    if getattr(a, "html", None):
+        _html(a, rows, crosses, title, cfg, traces)
     return json_rows(rows, crosses) if a.json else format_rows(rows, crosses, title)
+
+
+def _html(a: argparse.Namespace, rows: list, crosses: list, title: str, cfg: ServeConfig,
+          traces: list | None) -> None:
+    """``--html``: latency against load with the crossovers, and the traces' or the profile's pass costs."""
+    import sys
+
+    from ..report_html import hardware_figures, serve_figure, trace_figures, write_page
+    from .report import format_rows
+
+    figs = [serve_figure(rows, crosses, title)]
+    if traces:
+        figs += trace_figures(traces)
+    elif cfg.hardware is not None:
+        figs += hardware_figures(cfg.hardware)
+    write_page(a.html, "lrsim serve: latency against load", format_rows(rows, crosses, title), figs)
+    print(f"lrsim: wrote {a.html} ({len(figs)} figures)", file=sys.stderr)
 
 
 def _title(cfg: ServeConfig, key: str) -> str:
