@@ -13,8 +13,8 @@
   ``lr-async`` can join target steps to the running batch as with HF.
 - On CPU set ``VLLM_CPU_KVCACHE_SPACE`` (GiB; default 2 here) and run the
   entry point under ``if __name__ == "__main__"`` (vLLM spawns processes).
-- Quiet like the other backends: vLLM logs at WARNING (``VLLM_LOGGING_LEVEL``,
-  set it to INFO to see its start-up), transformers' load-time warnings are
+- Quiet like the other backends: vLLM logs errors only, on stderr (``VLLM_LOGGING_LEVEL``,
+  ``VLLM_LOGGING_STREAM``; set the level to INFO to see its start-up), transformers' load-time warnings are
   off while the engine is built, and logging's "--- Logging error ---"
   reports from handlers whose stream closed at interpreter exit are dropped.
 """
@@ -35,7 +35,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, (os.cpu_count() or 1) - 1)}")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # read when vllm is imported: INFO fills stdout otherwise
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # read when vllm is imported: INFO and its CPU warnings otherwise
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # vLLM logs to stdout by default: keep it for text
 
 
 class VLLMBackend:
