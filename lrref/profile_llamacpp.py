@@ -443,7 +443,8 @@ def run(spec: LlamaSpec, out: Path, argv: Sequence[str], progress: bool = False)
             archs[e.name], facts[e.name] = measure_entry(e, spec, bar.update)
     load = mon.now()
     prof = Profile(spec.name or "cpu-llamacpp", "wall", _provenance(spec, argv, facts, load, time.perf_counter() - t0),
-                   archs, _description(spec), spec.setups() or None)
+                   archs, _description(spec), spec.setups() or None,
+                   "unseen")  # per-sequence KV: a row prefills what its own sequence has not seen (lrsim.sim prefill)
     write_profile(prof, out)
     warn_if_busy(load, "the profile")
     n = f"{len(archs)} entr{'y' if len(archs) == 1 else 'ies'}"

@@ -20,18 +20,23 @@ Never imports torch.  Modules:
 - :mod:`lrsim.planner`    exact optimum split of a parallel budget M into (k1, k2)
 - :mod:`lrsim.sim`        simulator of the LR pipeline (SimPy events; sync and ar also vectorised over cycles):
                           sync/async, token SD, W, M, latencies
-- :mod:`lrsim.latency`    latency models T(batch, tokens) and distributions (step lengths, verifier)
+- :mod:`lrsim.cost`       the one pass-cost model: latency profiles, ``PassCost``, ``HardwareSpec``, calibration
+                          of a profile from traces (docs/cost-model.md)
+- :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]``)
+- :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
+- :mod:`lrsim.compose`    a prediction = behaviour (from traces or numbers) + a hardware spec; plans
 - :mod:`lrsim.serve`      serving under load: batched engines, requests, TTFT/TPOT/goodput, crossover rates
 - :mod:`lrsim.sweep`      grid sweeps of the simulator (process pool or Dask), CSV/Parquet
 - :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder, and the run's ``setting``
 - :mod:`lrsim.calibrate`  fit the simulator's parameters from traces
-- :mod:`lrsim.replay`     replay recorded workloads, plan from traces
+- :mod:`lrsim.replay`     replay recorded workloads (composition with the traces' own profile), plan from traces
+- :mod:`lrsim.prediction` what predictions and plans return
 - :mod:`lrsim.stats`      Wilson interval and batch means
 - :mod:`lrsim.atomic`     atomic file writes
 - :mod:`lrsim.modes`      mode names
 - :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref
 - :mod:`lrsim.fields`     dataclass fields with help text
-- :mod:`lrsim.cli`        the ``lrsim`` command
+- :mod:`lrsim.cli`        the ``lrsim`` command (one module per subcommand in :mod:`lrsim.commands`)
 - :mod:`lrsim.report_html` ``--html``: a command's findings as one self-contained page
 """
 

@@ -218,6 +218,7 @@ def test_llamacpp_profile_of_a_tiny_grid_alone_and_co_running(tmp_path, capsys):
     p = read_profile(out)
     alone, co = f"{TINY_MODEL}@t1", f"{TINY_MODEL}@t1co"
     assert list(p.archs) == [alone, co] and p.timed == "wall" and p.name == "cpu-llamacpp"
+    assert p.prefill == "unseen"  # per-sequence KV: the simulator adds the prefill of what a row has not seen
     assert p.setups == {"ar": {"target": "t1"}, "sync": {"target": "t1", "draft": "t1"},
                         "async": {"target": "t1co", "draft": "t1co"}}
     assert {p.entry(TINY_MODEL, m, "target") for m in SETUP_MODES} == {alone, co}
