@@ -72,6 +72,11 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--system", default=None, help="system prompt (default: reason step by step, \\boxed{})")
     g.add_argument("--log-text", action="store_true", help="write step texts into the trace")
     g.add_argument("--require-idle", action="store_true", help=REQUIRE_IDLE_HELP)
+    g.add_argument("--no-prefix-caching", action="store_true",
+                   help="llama.cpp: reuse no KV across requests, so every request prefills its whole prompt in "
+                        "every mode (vLLM's enable_prefix_caching=False); the default reuses a shared system prompt "
+                        "and, in bench, the prompt an earlier mode of the same problem fed (timings compare best "
+                        "without it)")
     m = p.add_argument_group("models and verifier")
     m.add_argument("--target", default=None, help="target model: registry name or HF model dir")
     m.add_argument("--draft", default=None, help="draft model: registry name or HF model dir")
@@ -329,6 +334,12 @@ class _Session:
         from .cpu import resolve_dtype
 
         self.a, self.paths = a, paths
+        if getattr(a, "no_prefix_caching", False):
+            from .llamacpp_backend import PREFIX_CACHING_ENV
+
+            if a.backend != "llamacpp":
+                raise UsageError("--no-prefix-caching applies to the llama.cpp backend (--backend llamacpp) only")
+            os.environ[PREFIX_CACHING_ENV] = "0"  # the lr-async draft process inherits it
         if a.backend == "llamacpp":
             self.target, self.draft = _llamacpp_backends(a, paths, cfgs)
             self.dtype = self.draft_dtype = f"gguf:{self.target.quant}"

@@ -56,12 +56,16 @@ DTYPE_NOTE = "--dtype does not apply: GGUF quantised weights"
 # --- slots: sequence ids with their KV-resident token ids ---------------------------------------------
 
 
+PREFIX_CACHING_ENV = "LRREF_PREFIX_CACHING"  #: "0": no KV reuse across requests (``--no-prefix-caching``)
+
+
 @dataclass
 class _Slot:
     seq: int
     ids: list[int] = field(default_factory=list)  # tokens whose KV sits at positions 0..len-1
     owner: int | None = None  # handle of the running row
     used: int = 0  # last use (LRU)
+    request: int | None = None  # the request whose row fed its KV
 
 
 def _common(a: Sequence[int], b: Sequence[int], limit: int) -> int:
@@ -178,12 +182,14 @@ class LlamaCppBackend:
     :param ctx_per_seq: KV positions per sequence (rounded up to 256; grows when an idle backend needs more).
     :param n_batch: most tokens in one ``llama_decode`` (a larger pass is split).
     :param flash_attn: llama.cpp flash attention: -1 auto, 0 off, 1 on.
+    :param prefix_caching: reuse KV that other requests fed (default: the ``LRREF_PREFIX_CACHING`` environment
+        variable, else on).
     """
 
     pass_log: PassLog | None = None
 
     def __init__(self, path: str | os.PathLike, threads: int = 2, slots: int = 8, ctx_per_seq: int = 2048,
-                 n_batch: int = 512, flash_attn: int = -1, name: str | None = None):
+                 n_batch: int = 512, flash_attn: int = -1, name: str | None = None, prefix_caching: bool | None = None):
         from . import llamacpp_ffi as ffi
         from .llamacpp_tokenizer import GGUFTokenizer, quant_name
 
@@ -197,6 +203,9 @@ class LlamaCppBackend:
         self.eos_ids = self.tok.eos_ids
         self.quant = quant_name(self.lib, self.model)
         self.threads, self.n_slots, self.n_batch, self.flash_attn = threads, slots, n_batch, flash_attn
+        if prefix_caching is None:  # the draft process inherits the command's choice through the environment
+            prefix_caching = os.environ.get(PREFIX_CACHING_ENV, "1") != "0"
+        self.prefix_caching = prefix_caching  #: reuse KV across requests (a shared system prompt, ...)
         self.stats = BackendStats()
         self.ctx = None
         self._handles = self._tick = 0
@@ -250,10 +259,16 @@ class LlamaCppBackend:
         self._new_context(max(need, 2 * self.ctx_per_seq))
 
     def attach(self, row: _Row) -> None:
-        """Give ``row`` a free slot holding the longest prefix of its ids (kept, or copied from another slot)."""
+        """Give ``row`` a free slot holding the longest prefix of its ids (kept, or copied from another slot).
+
+        Without prefix caching (:attr:`prefix_caching` False) only KV its own request fed counts: every
+        request prefills its whole prompt (vLLM's ``enable_prefix_caching=False``); the rows of one request
+        still share their common prefix.
+        """
         ids, limit = row.ids, len(row.ids) - 1
         free = [s for s in self.slots if s.owner is None]
-        common = {s.seq: _common(s.ids, ids, limit) for s in self.slots}
+        mine = self.prefix_caching or row.request is None
+        common = {s.seq: _common(s.ids, ids, limit) if mine or s.request == row.request else 0 for s in self.slots}
         dst = max(free, key=lambda s: (common[s.seq], -s.used))
         src = max(self.slots, key=lambda s: common[s.seq])
         c = common[dst.seq]
@@ -265,7 +280,7 @@ class LlamaCppBackend:
         if not self.lib.llama_memory_seq_rm(self.mem, dst.seq, c, -1):
             raise RuntimeError(f"llama.cpp could not drop positions >= {c} of sequence {dst.seq}")
         self._tick += 1
-        dst.ids, dst.owner, dst.used = ids[:c], row.handle, self._tick
+        dst.ids, dst.owner, dst.used, dst.request = ids[:c], row.handle, self._tick, row.request
         row.slot, row.pending, row.cached_tokens = dst, ids[c:], c
         self.stats.reused_tokens += c
 
@@ -391,6 +406,7 @@ def header_info(target: LlamaCppBackend, draft_path: str | None, threads: int, d
 
     info = {"binding": "xllamacpp", "binding_version": target.ffi.binding_version(),
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "dtype": f"gguf:{target.quant}",
+            "prefix_caching": target.prefix_caching,
             "dtype_note": DTYPE_NOTE, "target": target.describe() | {"threads": threads}}
     if draft_path:
         info["draft"] = {"gguf": Path(draft_path).name, "quant": gguf_quant(draft_path), "threads": draft_threads}

@@ -16,9 +16,9 @@ they come:
 
 The simulator (:mod:`lrsim.sim`) runs the configuration, and the speedup is
 over target-only decoding on the ``ar`` setup.  When that is the mode's own
-setup, the simulator's built-in baseline (the same output positions, common
-random numbers) gives it; otherwise an ``ar`` run of the same behaviour on
-``ar``'s setup does.  Policies, stated in every prediction's notes:
+setup and nothing is prefilled, the simulator's built-in baseline (the same
+output positions, common random numbers) gives it; otherwise an ``ar`` run of
+the same behaviour on ``ar``'s setup, prefilling what ``ar`` prefills, does.  Policies, stated in every prediction's notes:
 
 - **context**: a profile entry with one measured context prices every pass
   there; with several, each cycle (async: stage) is priced at ``prompt +
@@ -209,9 +209,10 @@ class Outcome:
 def run(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, seed: int, correlation: float = 0.0,
         memo: dict | None = None) -> Outcome:
     """Simulate ``setting`` and its ``ar`` baseline; ``memo`` keeps the baseline across candidates of a plan."""
-    r = simulate(sim_config(b, hw, setting, steps, seed, correlation))
+    cfg = sim_config(b, hw, setting, steps, seed, correlation)
+    r = simulate(cfg)
     spt = r.sim_time / r.output_tokens
-    if hw.same_setup(setting.mode, "ar"):
+    if hw.same_setup(setting.mode, "ar") and cfg.prefill == "none":  # the run's own baseline: same costs, no prefill
         return Outcome(float(r.speedup), spt, spt * r.speedup, r, True)
     key = ("baseline", steps, seed, id(b))
     if memo is None or key not in memo:
@@ -226,7 +227,7 @@ def run(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, seed: int,
 def notes(b: Behaviour, hw: HardwareSpec, mode: str) -> list[str]:
     """Every policy and assumption a prediction rests on, one sentence each."""
     out = hw.notes(mode) + context_notes(hw, b, mode) + [verifier(hw, b)[1]]
-    if not hw.same_setup(mode, "ar"):
+    if not hw.same_setup(mode, "ar") or hw.kv_prefill != "none":
         out.append(f"baseline: target-only decoding on the ar setup ({hw.entry('ar', 'target')}), simulated "
                    f"beside {mode} on {hw.entry(mode, 'target')}")
     out.append(f"behaviour from {b.source}: alpha1 = {b.alpha1:.3f}"

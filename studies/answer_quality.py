@@ -137,6 +137,7 @@ def bench_command(a: argparse.Namespace, folder: Path, row: Row) -> list[str]:
     cmd = [sys.executable, "-m", "lrref.cli", "bench", "--modes", row.mode, "--dataset", a.dataset,
            "--n", str(a.n), "--out", str(folder), "--backend", a.backend, "--max-tokens", str(a.max_tokens),
            "--gamma", str(a.gamma), "--threads", str(a.threads), "--async-threads", a.async_threads, "--log-text"]
+    cmd += ["--no-prefix-caching"] if a.backend == "llamacpp" else []  # every request prefills its own prompt
     if row.verifier is not None:
         cmd += ["--verifier", row.verifier] + (["--exact-strict"] if row.strict else [])
         cmd += [] if row.threshold is None else [f"--threshold={row.threshold:g}"]

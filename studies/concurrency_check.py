@@ -80,7 +80,7 @@ def bench_command(a: argparse.Namespace, n: int) -> list[str]:
     return [sys.executable, "-m", "lrref.cli", "bench", "--n", str(a.n), "--modes", a.modes, "--concurrency", str(n),
             "--out", str(a.out / f"c{n}"), "--gamma", str(a.gamma), "--max-tokens", str(a.max_tokens),
             "--max-step-tokens", str(a.max_step_tokens), "--verifier", "embedding", "--threads", str(a.threads),
-            "--system", SYSTEM] + (["--require-idle"] if a.require_idle else [])
+            "--system", SYSTEM, "--no-prefix-caching"] + (["--require-idle"] if a.require_idle else [])
 
 
 def complete(folder: Path, n_problems: int) -> bool:

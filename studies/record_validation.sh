@@ -56,8 +56,9 @@ record() {  # record OUT N BACKEND
     read -ra LR <<< "${LRREF:-lrref}"
     read -ra EXTRA <<< "${LRREF_ARGS:-}"
     local sys="Solve the problem in a few short steps separated by blank lines. Be concise. Put the final answer within \boxed{}."
-    local common=(--backend "$backend" --require-idle --max-tokens 144 --max-step-tokens 64 --verifier embedding
-                  --threads 2 --async-threads 1,1 --system "$sys")
+    local cold=(); [[ $backend == llamacpp ]] && cold=(--no-prefix-caching)  # every request prefills its prompt
+    local common=(--backend "$backend" --require-idle "${cold[@]}" --max-tokens 144 --max-step-tokens 64 --verifier embedding
+                  --threads 2 --async-threads 1,1 --log-text --system "$sys")
     record_run "$out/val-g2" "$n" --modes ar,sd,lr-async,lr-async+sd --gamma 2 "${common[@]}"
     record_run "$out/val-g2s" "$n" --modes ar,lr-sync --gamma 2 "${common[@]}"
     record_run "$out/val-g3" "$n" --modes ar,lr-sync,lr-async,lr-sync+sd --gamma 3 "${common[@]}"

@@ -104,6 +104,37 @@ def test_shared_prefixes_copy_kv_and_keep_tokens(tiny):
 
 @needs_binding
 @pytest.mark.models
+def test_without_prefix_caching_a_request_reuses_only_its_own_kv(tiny):
+    """Prefix caching off: a new request's prompt is prefilled whole although another request fed it; the rows
+    of one request still share their prefix; on (the default), the cached prompt is reused."""
+    from lrref.backend import Sampling, StepRequest
+    from lrref.llamacpp_backend import LlamaCppBackend
+
+    path, _, _ = tiny
+    cold = LlamaCppBackend(path, threads=1, slots=4, prefix_caching=False)
+    try:
+        p = cold.encode_chat(QS[0], "Be brief.")
+        cold.generate_steps([StepRequest(tuple(p), 4, request=0)], Sampling())
+        r0 = cold.stats.reused_tokens
+        cold.generate_steps([StepRequest(tuple(p), 4, request=1)], Sampling())
+        assert cold.stats.reused_tokens == r0  # request 1 prefilled all of its prompt
+        cold.generate_steps([StepRequest(tuple(p), 4, request=1), StepRequest(tuple(p), 4, request=1)], Sampling())
+        assert cold.stats.reused_tokens - r0 >= 2 * (len(p) - 1)  # its own KV: reused by both rows
+    finally:
+        cold.close()
+    warm = LlamaCppBackend(path, threads=1, slots=4)
+    try:
+        assert warm.prefix_caching
+        warm.generate_steps([StepRequest(tuple(p), 4, request=0)], Sampling())
+        r0 = warm.stats.reused_tokens
+        warm.generate_steps([StepRequest(tuple(p), 4, request=1)], Sampling())
+        assert warm.stats.reused_tokens - r0 >= len(p) - 1
+    finally:
+        warm.close()
+
+
+@needs_binding
+@pytest.mark.models
 def test_more_rows_than_slots_queue(tiny):
     from lrref.backend import Sampling, StepRequest
 
