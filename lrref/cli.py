@@ -97,6 +97,11 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                         "hf (transformers), vllm, or llamacpp: the GGUF files through llama.cpp "
                         "(`lrref models prepare --format gguf` is enough for it)")
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
+    _device_args(p)
+    p.set_defaults(mode_help=MODE_HELP)
+
+
+def _device_args(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("devices and random weights (hf backend)")
     d.add_argument("--device", default="cpu", help="torch device of the target: cpu, cuda or cuda:N "
                    "(--dtype auto is bfloat16 on CUDA)")
@@ -107,7 +112,6 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                         "--max-step-tokens, --verifier random --threshold p decides acceptance")
     d.add_argument("--prompt-tokens", type=_pos_int, default=None,
                    help="--random-weights: prompt length in random token ids (default 128)")
-    p.set_defaults(mode_help=MODE_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:

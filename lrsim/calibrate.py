@@ -127,6 +127,8 @@ class Calibration:
     warnings: list[str]
     request_tokens: Summary | None = None  #: output tokens per finished request (cap or EOS)
     spec_fill: float | None = None  #: share of the k2 - 1 speculative positions proposed per target pass
+    overlap_accepted: Summary | None = None  #: share of a draft step its target step repeats from its start (kept)
+    overlap_rejected: Summary | None = None  #: the same for rejected drafts (needs step texts: log_text)
     alpha1_by_verifier: dict[str, Proportion] = field(default_factory=dict)  #: by :func:`verifier_label`
     quality: list[Quality] = field(default_factory=list)  #: per trace whose requests carry ``correct``
 
@@ -207,6 +209,26 @@ def solve_alpha_pooled(groups: Sequence[tuple[float, float, int]]) -> float | No
         return None
     expected = lambda a: sum(f * (1 - a**k) / (1 - a) for f, _, k in groups) - T  # noqa: E731 - increasing in a
     return float(optimize.brentq(expected, 1e-12, 1 - 1e-12))
+
+
+def common_prefix_share(draft: str, target: str) -> float:
+    """Share of ``draft``'s characters that ``target`` repeats from its start (0 for an empty draft)."""
+    n = 0
+    for a, b in zip(draft, target):
+        if a != b:
+            break
+        n += 1
+    return n / len(draft) if draft else 0.0
+
+
+def step_overlap(steps: Sequence[StepRecord]) -> tuple[Summary | None, Summary | None]:
+    """(accepted, rejected): per verified draft whose trace logged both texts, the share of the draft the target's
+    step at its position repeats from its start (characters; a proxy for tokens)."""
+    by: dict[bool, list[float]] = {True: [], False: []}
+    for s in _verified(steps):
+        if s.draft_text is not None and s.target_text is not None:
+            by[bool(s.decision)].append(common_prefix_share(s.draft_text, s.target_text))
+    return tuple(Summary.of(v) if v else None for v in (by[True], by[False]))
 
 
 def spec_fill(traces: Sequence[Trace]) -> float | None:
@@ -420,6 +442,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         raise InputError("no traces given")
     steps = [s for t in traces for s in t.steps]
     overall, per, cond = acceptance(steps)
+    overlap = step_overlap(steps)
     a2, a2ci, share, tpf, k2s = token_acceptance(traces)
     k2 = max(k2s) if k2s else None
     tgt, drf = per_token_by_batch(steps, "target"), per_token_by_batch(steps, "draft")
@@ -455,6 +478,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         assumptions=assumptions, warnings=[w for t in traces for w in t.warnings] + qwarn,
         request_tokens=_summary_or_none([r.output_tokens for t in traces for r in t.requests if r.output_tokens]),
         spec_fill=spec_fill(traces), alpha1_by_verifier=acceptance_by_verifier(traces), quality=quality,
+        overlap_accepted=overlap[0], overlap_rejected=overlap[1],
     )
 
 
@@ -484,6 +508,10 @@ def format_calibration(c: Calibration) -> str:
         lines.append(f"  target tokens per forward pass: {c.tokens_per_forward.mean:.3f}")
     if c.spec_fill is not None:
         lines.append(f"  speculative positions proposed per pass: {c.spec_fill:.3f} of k2 - 1 (spec_fill)")
+    for name, sm in (("accepted", c.overlap_accepted), ("rejected", c.overlap_rejected)):
+        if sm is not None and sm.n:
+            lines.append(f"  share of a {name} draft its target step repeats from its start: mean {sm.mean:.3f}, "
+                         f"p50 {sm.p50:.3f} (n={sm.n}, from step texts)")
     for name, tab in (("target", c.target_s_per_token), ("draft", c.draft_s_per_token)):
         if tab:
             row = ", ".join(f"b={b}: {s.mean * 1e3:.1f} ms (n={s.n})" for b, s in tab.items())

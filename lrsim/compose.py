@@ -71,6 +71,8 @@ class Behaviour:
     verifier_latency: Dist | None = option("the verifier's recorded latency per call, seconds (from traces)")
     spec_fill: float = option("share of the k2 - 1 speculative positions a pass computes (n-gram lookup: fewer)",
                               1.0)
+    overlap_accepted: Dist | None = option("share of an accepted draft step its target step repeats from its start")
+    overlap_rejected: Dist | None = option("the same for a rejected draft (both from step texts; None: 0)")
     source: str = option("where the numbers come from: 'numbers' or 'traces'", "numbers")
 
 
@@ -114,7 +116,13 @@ def behaviour_from_traces(traces: Sequence[Trace]) -> Behaviour:
         prompt_tokens=int(statistics.median(prompts)) if prompts else 0,
         verify_calls=verify_calls(traces),
         verifier_latency=Empirical(tuple(c.verify_s.samples)) if c.verify_s and c.verify_s.n else None,
-        spec_fill=c.spec_fill if c.spec_fill is not None else 1.0, source="traces")
+        spec_fill=c.spec_fill if c.spec_fill is not None else 1.0,
+        overlap_accepted=_empirical(c.overlap_accepted), overlap_rejected=_empirical(c.overlap_rejected),
+        source="traces")
+
+
+def _empirical(s) -> Empirical | None:
+    return Empirical(tuple(s.samples)) if s is not None and s.n else None
 
 
 def judge_prompt(hw: HardwareSpec, b: Behaviour) -> int:
@@ -171,7 +179,7 @@ def sim_config(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, see
         alpha1=b.alpha1 if 0 <= b.alpha1 <= 1 else 0.5, alpha2=b.alpha2 if b.alpha2 is not None else 0.5,
         c2=TINY_C2, target_latency=hw.target(setting.mode), draft_latency=hw.draft(setting.mode),
         draft_sd=setting.k2 > 1, verifier_latency=ver, prompt_tokens=b.prompt_tokens, prefill=hw.kv_prefill,
-        spec_fill=b.spec_fill,
+        spec_fill=b.spec_fill, overlap_accepted=b.overlap_accepted, overlap_rejected=b.overlap_rejected,
         verify_calls=b.verify_calls if setting.mode == "sync" else "one", step_tokens=b.step_tokens,
         draft_tokens=b.draft_tokens, request_tokens=requests, steps=steps, seed=seed)
 

@@ -87,3 +87,18 @@ def test_text_report(tmp_path):
     c = cal.calibrate_files([synthetic(tmp_path / "a.jsonl", [0.7, 0.7], n_cycles=50)])
     text = cal.format_calibration(c)
     assert "alpha1" in text and "c1" in text and "position 1" in text
+
+
+def test_step_overlap_from_step_texts():
+    """The share of a draft its target step repeats from its start, by verdict (characters)."""
+    from lrsim.calibrate import common_prefix_share, step_overlap
+    from lrsim.trace import StepRecord
+
+    assert common_prefix_share("2 x 7 = 14 days", "2 x 7 = 14 days.") == 1.0
+    assert common_prefix_share("abcd", "abxy") == 0.5 and common_prefix_share("", "x") == 0.0
+    steps = [StepRecord(request=0, cycle=0, position=0, branch=0, decision=True, draft_text="abcd", target_text="abcd"),
+             StepRecord(request=0, cycle=1, position=0, branch=0, decision=True, draft_text="abcd", target_text="abzz"),
+             StepRecord(request=0, cycle=2, position=0, branch=0, decision=False, draft_text="abcd", target_text="x"),
+             StepRecord(request=0, cycle=3, position=0, branch=0, decision=False)]  # no texts: not counted
+    acc, rej = step_overlap(steps)
+    assert (acc.n, acc.mean, rej.n, rej.mean) == (2, 0.75, 1, 0.0)

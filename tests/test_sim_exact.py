@@ -199,3 +199,34 @@ def test_prefill_of_each_prompt_in_ar_exact_times():
     assert simulate(cfg).sim_time == pytest.approx(2 * 26, rel=1e-12)
     with pytest.raises(InputError, match="event engine only"):
         SimConfig(mode="ar", prefill="last", engine="renewal")
+
+
+def test_async_rows_reuse_what_the_earlier_row_wrote():
+    """Async with prefill: a row conditioned on draft j - 1 prefills only what the row at j - 1 has not written of
+    the target's step that the draft repeats (overlap_*): more overlap, less prefill, never below no prefill."""
+    kw = dict(mode="async", k1=3, alpha1=0.8, step_tokens=Constant(20), steps=400, engine="des",
+              target_latency=curve((1, 200), (2, 201), "positions", "linear"),
+              draft_latency=curve((1, 200), (0.5, 100.0), "positions", "linear"))
+    none = simulate(SimConfig(prefill="none", **kw)).sim_time
+    full = simulate(SimConfig(prefill="unseen", **kw)).sim_time
+    half = simulate(SimConfig(prefill="unseen", overlap_accepted=Constant(0.5), overlap_rejected=Constant(0.5),
+                              **kw)).sim_time
+    alll = simulate(SimConfig(prefill="unseen", overlap_accepted=Constant(1.0), overlap_rejected=Constant(1.0),
+                              **kw)).sim_time
+    assert none < alll < half < full
+
+
+def test_written_so_far_on_the_work_clock():
+    """A job of 4 passes writing 8 tokens on a server of 1 s iterations: 4 tokens after 2 s, all once done."""
+    import simpy
+
+    from lrsim.sim.servers import Job, TargetServer
+
+    env = simpy.Environment()
+    srv = TargetServer(env, lambda b, extra=0: 1.0, grid=True)
+    job = Job(0, 8, 4, 8)
+    srv.run([job])
+    env.run(until=2.0)
+    assert srv.written_so_far(job) == pytest.approx(4.0)
+    env.run(until=10.0)
+    assert srv.written_so_far(job) == 8.0

@@ -119,6 +119,15 @@ class BatchEngine:
         self.stats.wasted_iters += row.work
         self.stats.wasted_tokens += row.written
 
+    def written_so_far(self, row: Row) -> float:
+        """Tokens ``row`` has written by now: its decode passes so far, pro rata of its tokens."""
+        if row.state == DONE:
+            return float(row.written)
+        if row.state != RUNNING or row.prefill > 0 or not row.passes or row not in self.decode:
+            return 0.0
+        k = math.floor((self.env.now - self.t0) / self.d + TOL) if self.d > 0 else 0  # iterations in this segment
+        return min(float(row.written), row.written * max(0.0, self.work + k - row.work0) / row.passes)
+
     def catch_up(self) -> None:
         """Process a wake-up due now before anything else happens at this instant (the tie rule)."""
         while self.due <= self.env.now:

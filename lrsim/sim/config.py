@@ -21,7 +21,8 @@ PREFILLS = ("none", "last", "unseen")
 ENGINES = ("auto", "des", "renewal")
 MAX_DRAFT_BATCH = 4096
 STEP_TOKENS = 52  # default step length: ~52 tokens per step measured in MEASUREMENTS.md
-DIST_FIELDS = ("verifier_latency", "step_tokens", "draft_tokens", "request_tokens")
+DIST_FIELDS = ("verifier_latency", "step_tokens", "draft_tokens", "request_tokens", "overlap_accepted",
+               "overlap_rejected")
 LATENCY_FIELDS = ("target_latency", "draft_latency")
 
 
@@ -67,6 +68,11 @@ class SimConfig:
                           "0..j-1, an async row the draft it adds); with 'last' and 'unseen' the drafter prefills "
                           "the target's committed step after it, and each request starts by prefilling its prompt "
                           "on both (event engine only)", "none")
+    overlap_accepted: Dist | None = option("with prefill, async: share of a draft step's tokens the target's own step "
+                                           "at its position repeats from its start, when the draft is accepted: a "
+                                           "target row conditioned on that draft finds that much of it in the KV "
+                                           "the earlier row wrote (as far as that row has written); None: 0")
+    overlap_rejected: Dist | None = option("the same when the draft is rejected")
     draft_sd: bool = option("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
     token_model: str = option("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
                               "sampled")

@@ -73,7 +73,15 @@ class EventRun:
         drafts = self.current_drafts()
         if self.prefill == "unseen" and self.cfg.mode == "sync":
             return int(sum(d[2][0] for d in drafts[:pos]))
-        return int(drafts[pos - 1][2][0]) if pos - 1 < len(drafts) else 0
+        if pos - 1 >= len(drafts):
+            return 0
+        d = int(drafts[pos - 1][2][0])
+        return max(0, d - int(self.reused(pos, d)))
+
+    def reused(self, pos: int, draft_tokens: int) -> float:
+        """Tokens of the draft before row ``pos`` it finds in KV another row of the request wrote (none here; the
+        async pipeline's rows start one by one, see :meth:`lrsim.sim.sched_async.AsyncRun.reused`)."""
+        return 0.0
 
     def target_job(self, pos: int, carried: bool = False, cap: float = math.inf) -> Job:
         """The next target step, as a job for the server; it stops at the ``cap`` its request has left."""
@@ -105,9 +113,12 @@ class EventRun:
 
     def target_written(self, job: Job) -> None:
         """The target's own step ``job`` went into the output (after a rejection, or the bonus step): with
-        prefill, the drafter feeds it before its next draft."""
+        prefill, the drafter feeds it before its next draft, less the start it shares with the rejected draft its
+        KV holds (``SimConfig.overlap_rejected``)."""
         if self.prefill != "none" and not (self.prompt_due and self.in_request == 0):  # not: a request just began
-            self.catchup = job.tokens
+            drafts = self.current_drafts()
+            d = drafts[job.pos][2][0] if job.pos < len(drafts) else 0  # the rejected draft there, in its KV
+            self.catchup = job.tokens - self.work.overlap(False) * min(job.tokens, d)
 
     def abandon(self, record: list) -> None:
         """The draft of ``record`` is no longer needed (a private drafter just lets it finish unseen)."""

@@ -54,6 +54,19 @@ class AsyncRun(EventRun):
     def current_drafts(self) -> list:
         return self.st.drafts if self.st is not None else []
 
+    def reused(self, pos: int, draft_tokens: int) -> float:
+        """Row ``pos`` starts once draft ``pos - 1`` exists; the row at ``pos - 1`` has by then written part of the
+        target's own step there, and the draft repeats its first ``overlap x`` tokens (``SimConfig.overlap_*``, by
+        that draft's verdict): that much of the draft need not be prefilled (lrref's per-sequence KV copies the
+        longest common prefix)."""
+        prev = self.st.jobs[pos - 1] if pos - 1 < len(self.st.jobs) else None
+        if prev is None:
+            return 0.0
+        share = self.work.overlap(prev.verdict[0] >= 0)
+        if share <= 0:
+            return 0.0
+        return min(self.srv.written_so_far(prev), share * min(draft_tokens, prev.tokens))
+
     # ``now`` is passed along: SimPy's clock is a property, read once per event
 
     def _new_stage(self, now: float) -> None:

@@ -220,6 +220,15 @@ class TargetServer:
         """Count a finished step whose result was thrown away."""
         self.wasted += job.work
 
+    def written_so_far(self, job: Job) -> float:
+        """Tokens ``job`` has written by now (its passes so far, pro rata of its tokens)."""
+        if job.state == DONE:
+            return float(job.written)
+        if job.state != RUNNING or not job.passes:
+            return 0.0
+        self._advance()
+        return min(float(job.written), job.written * max(0.0, self.work - job.work0) / job.passes)
+
     def close(self) -> None:
         """Book the sequences still running, up to now."""
         now = self._advance()
@@ -396,6 +405,13 @@ class FixedRateServer(TargetServer):
             self.seq_iters += j.work
             self.wasted += j.work
         self.busy_until = max([self.last_leave] + [j.finish for j in self.live])
+
+    def written_so_far(self, job: Job) -> float:
+        if job.state == DONE:
+            return float(job.written)
+        if job.state != RUNNING or not job.passes or self.env.now <= job.start:
+            return 0.0
+        return min(float(job.written), job.written * (self.env.now - job.start) / (job.passes * self.d))
 
     def reprice(self) -> None:
         """Never needed: this server serves a constant iteration time (:class:`TargetServer` handles the rest)."""

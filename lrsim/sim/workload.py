@@ -41,7 +41,8 @@ class Workload:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         ss = np.random.SeedSequence(cfg.seed)
-        r_acc, r_tlen, r_dlen, r_tpass, r_dpass, r_ver, r_req = (np.random.default_rng(s) for s in ss.spawn(7))
+        r_acc, r_tlen, r_dlen, r_tpass, r_dpass, r_ver, r_req, r_ovl = (np.random.default_rng(s)
+                                                                        for s in ss.spawn(8))
         tcost = cfg.target_latency or constant(1.0 / cfg.step_tokens.mean)
         self.fixed_rate = getattr(tcost, "uniform", False)  #: every iteration costs the same (any batch, context)
         self._ctx = float(cfg.prompt_tokens)  # the context passes are priced at: prompt + committed
@@ -70,6 +71,8 @@ class Workload:
         self.verdicts = Verdicts(r_acc, cfg.alpha1, cfg.width, cfg.correlation)
         vdist = cfg.verifier_latency or (Constant(cfg.verifier_cost * T) if cfg.verifier_cost > 0 else None)
         self.vtime = Draws(lambda n: vdist.sample(r_ver, n), 1024) if vdist and vdist.mean > 0 else None
+        self._overlap = {v: Draws(lambda n, d=d: np.clip(d.sample(r_ovl, n), 0.0, 1.0), 256) if d is not None else None
+                         for v, d in ((True, cfg.overlap_accepted), (False, cfg.overlap_rejected))}
 
     def set_context(self, committed: int) -> bool:
         """Price what follows at ``committed`` tokens of the current request past its prompt.
@@ -101,6 +104,11 @@ class Workload:
     def next_request(self) -> float:
         """Output tokens of the next request (``inf``: one endless request)."""
         return self.rlen() if self.rlen is not None else math.inf
+
+    def overlap(self, accepted: bool) -> float:
+        """Share of a draft step the target's step at its position repeats from its start (0 without a model)."""
+        draw = self._overlap[accepted]
+        return float(draw()) if draw is not None else 0.0
 
     def verify_time(self) -> float:
         """Latency of one verifier call (0 for a free verifier)."""
