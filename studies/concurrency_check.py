@@ -1,7 +1,7 @@
 """Serving at small scale (issue 11 item 5): measured ``lrref bench --concurrency N`` vs ``lrsim serve``'s prediction.
 
 ``python studies/concurrency_check.py [--out runs/concurrency] [--concurrency 1,2,4] [--modes ar,sd,lr-sync]
-[--n 12] [--record-only | --compare-only] [--dry-run]``
+[--n 12] [--record-only | --compare-only] [--dry-run] [--pack DEST]``
 
 1. **Record** (missing runs only, so an interrupted recording resumes): one ``lrref bench`` run per concurrency
    N on the default CPU pair (Qwen2.5-Coder 0.5B draft, 1.5B target, all-mpnet-base-v2 verifier), the same
@@ -14,7 +14,11 @@
    ``output_throughput``: output tokens over the run's duration) and the mean request latency of a closed loop
    of N requests over the run's number of problems, in the run's own setting (mode, k1, k2, width from its trace
    header).  The table gives both errors against the issue's 10% target; ``OUT/comparison[SUFFIX].json`` keeps
-   it.
+   it, and so does ``figures/concurrency_check[SUFFIX].json`` beside its figure (``.html``, ``.png``: measured
+   against predicted per mode and N).
+3. **Pack** (``--pack DEST``): the recorded runs' ``results.json`` and gzipped traces into ``DEST/cN/``, which
+   ``--out DEST --compare-only`` reads as it reads the recording (the committed data:
+   ``studies/data/concurrency-llamacpp/``).
 
 The command it runs for a prediction is :func:`serve_command` (``lrsim serve --trace ... --arrival closed
 --concurrency N --requests R --json``), and :func:`predicted` reads the throughput and mean latency from its
@@ -24,17 +28,21 @@ JSON: adjust those two functions if ``lrsim serve`` settles on other names.
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib.util
 import json
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, UsageError, run_command
 from lrsim.trace import read_trace, recorded_setting
 
+FIGURES = Path(__file__).resolve().parents[1] / "figures"
 SYSTEM = ("Solve the problem in a few short steps separated by blank lines. Be concise. Put the final answer "
           "within \\boxed{}.")
 THROUGHPUT_KEYS = ("output_throughput",)  # lrsim serve: output tokens per second over the run
@@ -60,6 +68,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--record-only", action="store_true", help="record the missing runs, compare nothing")
     ap.add_argument("--compare-only", action="store_true", help="compare the recorded runs, record nothing")
     ap.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    ap.add_argument("--pack", type=Path, metavar="DEST", help="copy the recorded runs (results.json, gzipped "
+                    "traces) into DEST/cN/ and stop")
+    ap.add_argument("--figures", type=Path, default=None, help="folder of the comparison's figure (default: the "
+                    "repository's figures/)")
     a = ap.parse_args(argv)
     try:
         a.levels = sorted({int(x) for x in a.concurrency.split(",")})
@@ -107,6 +119,47 @@ def record(a: argparse.Namespace) -> None:
 # --- comparing ----------------------------------------------------------------------------------------
 
 
+def trace_of(folder: Path, mode: str) -> Path:
+    """The trace of ``mode`` in a run folder, recorded (``.jsonl``) or packed (``.jsonl.gz``)."""
+    stem = folder / f"trace-{mode.replace('+', '_')}.jsonl"
+    gz = stem.with_name(stem.name + ".gz")
+    return gz if gz.exists() and not stem.exists() else stem
+
+
+def traces_of(folder: Path) -> list[Path]:
+    """Every trace of a run folder (recorded or packed), in name order."""
+    return sorted(p for p in folder.glob("trace-*.jsonl*") if p.name.endswith((".jsonl", ".jsonl.gz")))
+
+
+def pack(a: argparse.Namespace) -> None:
+    """Copy every complete run into ``a.pack`` (written to a temporary folder, then moved into place)."""
+    missing = [n for n in a.levels if not complete(a.out / f"c{n}", a.n)]
+    if missing:
+        raise InputError(f"runs not recorded yet: {', '.join(f'c{n}' for n in missing)}")
+    if a.pack.exists():
+        raise InputError(f"{a.pack} exists: remove it first")
+    a.pack.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=a.pack.parent, prefix=".pack."))
+    try:
+        for n in a.levels:
+            src, dst = a.out / f"c{n}", tmp / f"c{n}"
+            dst.mkdir()
+            shutil.copy(src / "results.json", dst / "results.json")
+            for t in traces_of(src):
+                if t.suffix == ".gz":
+                    shutil.copy(t, dst / t.name)
+                    continue
+                with open(t, "rb") as f, gzip.GzipFile(dst / (t.name + ".gz"), "wb", mtime=0) as g:
+                    shutil.copyfileobj(f, g)
+        tmp.chmod(0o755)
+        tmp.rename(a.pack)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"packed: {a.pack}; then: python studies/concurrency_check.py --out {a.pack} --compare-only "
+          f"--concurrency {','.join(map(str, a.levels))} --n {a.n}")
+
+
 def measured(folder: Path) -> dict[str, dict]:
     """{mode: results row} of one run."""
     return {r["mode"]: r for r in json.loads((folder / "results.json").read_text())["modes"]}
@@ -142,8 +195,8 @@ def predicted(cmd: list[str]) -> tuple[float, float]:
 
 def compare_one(a: argparse.Namespace, n: int, mode: str, row: dict) -> dict:
     """Measured vs predicted for one mode of run ``n``, calibrated on the N = 1 run's traces."""
-    others = sorted((a.out / "c1").glob("trace-*.jsonl"))
-    trace = a.out / f"c{n}" / f"trace-{mode.replace('+', '_')}.jsonl"
+    others = traces_of(a.out / "c1")
+    trace = trace_of(a.out / f"c{n}", mode)
     tput, lat = predicted(serve_command(a, others, trace, n, row["requests"]))
     def err(p: float, m: float) -> float:
         return p / m - 1
@@ -183,15 +236,47 @@ def compare(a: argparse.Namespace) -> None:
     if 1 not in a.levels:
         raise UsageError("the comparison calibrates on the N = 1 run: include 1 in --concurrency")
     rows = [compare_one(a, n, mode, row) for n in a.levels for mode, row in measured(a.out / f"c{n}").items()]
-    name = "comparison" + ("_profile" if a.profile else "") + ".json"
+    suffix = "_profile" if a.profile else ""
+    name = f"comparison{suffix}.json"
     atomic_write(a.out / name, json.dumps(rows, indent=1) + "\n")
     print(table(rows))
     print(f"\nwritten: {a.out / name}")
+    figures = a.figures or FIGURES
+    figures.mkdir(parents=True, exist_ok=True)
+    atomic_write(figures / f"concurrency_check{suffix}.json", json.dumps(rows, indent=1) + "\n")
+    plot(rows, figures, "concurrency_check" + suffix,
+         "lrref bench --concurrency N (llama.cpp) vs lrsim serve from the N = 1 traces"
+         + (" + a measured profile" if a.profile else ""))
+
+
+def plot(rows: list[dict], out: Path, name: str, title: str) -> None:
+    """Measured (solid) and predicted (dashed) throughput and mean latency against N, one colour per mode."""
+    from plotly.subplots import make_subplots
+
+    from lrsim.plots import save_figure
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("output throughput (tok/s)", "mean e2e latency (s)"))
+    colours = ("#4c78a8", "#f58518", "#e45756", "#54a24b", "#b279a2")
+    for i, mode in enumerate(dict.fromkeys(r["mode"] for r in rows)):
+        pts = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["concurrency"])
+        x = [r["concurrency"] for r in pts]
+        for col, key in ((1, "tps"), (2, "latency_s")):
+            for kind, dash in (("measured", "solid"), ("predicted", "dash")):
+                fig.add_scatter(x=x, y=[r[f"{kind}_{key}"] for r in pts], mode="lines+markers",
+                                name=f"{mode} {kind}", legendgroup=mode, showlegend=col == 1,
+                                line={"color": colours[i % len(colours)], "dash": dash}, row=1, col=col)
+    fig.update_xaxes(type="log", tickvals=sorted({r["concurrency"] for r in rows}), title_text="requests in flight N")
+    fig.update_layout(title=title, template="plotly_white", legend={"orientation": "h", "y": -0.25})
+    for p in save_figure(fig, out / name):
+        print(p)
 
 
 def main(argv: list[str] | None = None) -> int:
     def command() -> int:
         a = parse_args(argv)
+        if a.pack is not None:
+            pack(a)
+            return 0
         if not a.compare_only:
             record(a)
         if not a.record_only and not a.dry_run:

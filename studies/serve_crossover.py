@@ -18,9 +18,12 @@ same requests in every mode (common random numbers), intervals over independent 
    context (1024), where it is priced (the dear side); the 32B target cannot be priced at batch >= 4 beyond 1K.
 3. The default CPU pair (Qwen2.5-Coder 0.5B draft, 1.5B target, mpnet verifier) calibrated from the embedded
    lrref traces (`lrsim/data/default/`): acceptance, step lengths, the verifier's latencies, request lengths,
-   and the lr-async setup's latencies (target and draft on one core each), target T(batch, k2) measured at
-   batch 1-3 and extrapolated linearly beyond (the study's loads reach batches of ~10-20: read them as a model).
-   LR look-ahead k1 = 2 (recorded), n-gram k2 = 5 (recorded).
+   and the latency profile those traces calibrate (`lrsim calibrate --profile-out`), each mode priced on the
+   entry of its own recorded setup (ar, sd on the sync setup's threads; lr-async's target and draft on one
+   thread each: issue 20; before it every mode was priced on the lr-async setup's single-thread target).  The
+   target's pass cost is fitted at the recorded batches (1-3) and extrapolated linearly beyond (the study's
+   loads reach batches of ~10-20: read them as a model).  LR look-ahead k1 = 2 (recorded), n-gram k2 = 5
+   (recorded).
 
 The crossover of a mode is the smallest rate at which its mean time per output token (and, second, its median
 end-to-end latency) is no longer below ar's, interpolated between swept rates, per replication; mean and

@@ -52,7 +52,8 @@ def test_each_run_is_predicted_from_the_single_request_run(check, tmp_path, monk
 
     monkeypatch.setattr(check, "predicted", fake_predicted)
     monkeypatch.setattr(check, "serve_available", lambda: True)
-    check.compare(check.parse_args(["--out", str(tmp_path), "--n", "4", "--concurrency", "1,2,4", "--compare-only"]))
+    check.compare(check.parse_args(["--out", str(tmp_path), "--n", "4", "--concurrency", "1,2,4", "--compare-only",
+                                    "--figures", str(tmp_path / "fig")]))
     rows = json.loads((tmp_path / "comparison.json").read_text())
     assert [(r["concurrency"], r["mode"]) for r in rows] == [(n, m) for n in (1, 2, 4) for m in ("ar", "lr-sync")]
     r = rows[2]  # c2 ar: measured 20 tok/s and 7 s
@@ -64,8 +65,31 @@ def test_each_run_is_predicted_from_the_single_request_run(check, tmp_path, monk
     assert sync[sync.index("--concurrency") + 1] == "2" and sync[sync.index("--requests") + 1] == "4"
     assert "--hardware" not in sync and "2 of 6 within 10%" in capsys.readouterr().out  # c1: 11 vs 10, 6 vs 6
     check.compare(check.parse_args(["--out", str(tmp_path), "--n", "4", "--concurrency", "1,2", "--compare-only",
-                                    "--profile", "p.json"]))
+                                    "--profile", "p.json", "--figures", str(tmp_path / "fig")]))
     assert calls[-1][calls[-1].index("--hardware") + 1] == "p.json" and (tmp_path / "comparison_profile.json").exists()
+    assert (tmp_path / "fig" / "concurrency_check.html").exists()
+    assert (tmp_path / "fig" / "concurrency_check_profile.html").exists()
+
+
+def test_packed_runs_compare_like_the_recording(check, tmp_path, monkeypatch):
+    for n in (1, 2):
+        fake_run(tmp_path / "rec" / f"c{n}", n, 4)
+    dest = tmp_path / "data" / "conc"
+    args = ["--out", str(tmp_path / "rec"), "--n", "4", "--concurrency", "1,2"]
+    assert check.main(args + ["--pack", str(dest)]) == 0
+    assert sorted(p.name for p in (dest / "c2").iterdir()) == ["results.json", "trace-ar.jsonl.gz",
+                                                                "trace-lr-sync.jsonl.gz"]
+    assert check.main(args + ["--pack", str(dest)]) == 2  # never over an existing folder
+    monkeypatch.setattr(check, "serve_available", lambda: True)
+    seen = []
+    monkeypatch.setattr(check, "predicted", lambda cmd: seen.append(cmd) or (11.0, 6.0))
+    check.compare(check.parse_args(["--out", str(dest), "--n", "4", "--concurrency", "1,2", "--compare-only",
+                                    "--figures", str(tmp_path / "fig")]))
+    assert len(seen) == 4 and all(str(dest / "c1" / "trace-ar.jsonl.gz") in c for c in seen)
+    incomplete = tmp_path / "rec2"
+    fake_run(incomplete / "c1", 1, 4, done=2)
+    assert check.main(["--out", str(incomplete), "--n", "4", "--concurrency", "1", "--pack", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
 
 
 def test_without_lrsim_serve_the_comparison_is_skipped(check, tmp_path, monkeypatch, capsys):

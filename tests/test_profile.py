@@ -314,3 +314,16 @@ def test_profile_check_on_a_synthetic_ar_trace(tmp_path):
     write_trace(tmp_path / "sd.jsonl", Header(source="lrref", mode="ar", config={"mode": "sd", "ngram": 4}), steps)
     with pytest.raises(InputError, match="needs a target-only trace without n-gram"):
         compare(prof, "m", [read_trace(tmp_path / "sd.jsonl")])
+
+
+def test_a_role_a_mode_leaves_out_runs_on_its_target_setup():
+    """The measured llama.cpp profile names no draft for ar: ar's draft is priced on ar's target setup."""
+    from pathlib import Path
+
+    from lrsim.cost.hardware import HardwareSpec
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "data" / "profiles" / "cpu-llamacpp-epyc-zen4.json"
+    hw = HardwareSpec(str(path), "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")
+    assert hw.entry("ar", "draft") == "qwen2.5-coder-0.5b-instruct@t2" == hw.entry("sync", "draft")
+    assert hw.entry("async", "draft") == "qwen2.5-coder-0.5b-instruct@t1co"
+    assert hw.draft("ar").seconds(0, 1, 1) == hw.draft("sync").seconds(0, 1, 1) > 0

@@ -197,8 +197,10 @@ class Profile:
 
     def entry(self, arch: str, mode: str, role: str) -> str:
         """The entry that prices ``arch`` as ``role`` in ``mode``: ``ARCH@SETUP`` per :attr:`setups` when the
-        profile has it, else ``ARCH``."""
-        setup = ((self.setups or {}).get(mode) or {}).get(role)
+        profile has it (a role the mode's map leaves out runs on the mode's target setup: ``ar`` names no
+        draft), else ``ARCH``."""
+        roles = (self.setups or {}).get(mode) or {}
+        setup = roles.get(role) or roles.get("target")
         qualified = f"{arch}@{setup}" if setup else None
         return qualified if qualified in self.archs else arch
 
