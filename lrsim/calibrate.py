@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Iterator, Sequence
 
@@ -213,12 +214,7 @@ def solve_alpha_pooled(groups: Sequence[tuple[float, float, int]]) -> float | No
 
 def common_prefix_share(draft: str, target: str) -> float:
     """Share of ``draft``'s characters that ``target`` repeats from its start (0 for an empty draft)."""
-    n = 0
-    for a, b in zip(draft, target):
-        if a != b:
-            break
-        n += 1
-    return n / len(draft) if draft else 0.0
+    return len(os.path.commonprefix([draft, target])) / len(draft) if draft else 0.0
 
 
 def step_overlap(steps: Sequence[StepRecord]) -> tuple[Summary | None, Summary | None]:

@@ -107,21 +107,20 @@ def behaviour_from_traces(traces: Sequence[Trace]) -> Behaviour:
     if c.target_tokens is None or not c.target_tokens.n:
         raise InputError("these traces hold no target steps with token counts")
     prompts = [r.prompt_tokens for t in traces for r in t.requests if r.prompt_tokens]
-    rq = c.request_tokens
     return Behaviour(
         alpha1=c.alpha1.p if c.alpha1 is not None else math.nan, alpha2=c.alpha2,
         step_tokens=Empirical(tuple(c.target_tokens.samples)),
-        draft_tokens=Empirical(tuple(c.draft_tokens.samples)) if c.draft_tokens and c.draft_tokens.n else None,
-        request_tokens=Empirical(tuple(rq.samples)) if rq and rq.n else None,
+        draft_tokens=_empirical(c.draft_tokens), request_tokens=_empirical(c.request_tokens),
         prompt_tokens=int(statistics.median(prompts)) if prompts else 0,
         verify_calls=verify_calls(traces),
-        verifier_latency=Empirical(tuple(c.verify_s.samples)) if c.verify_s and c.verify_s.n else None,
+        verifier_latency=_empirical(c.verify_s),
         spec_fill=c.spec_fill if c.spec_fill is not None else 1.0,
         overlap_accepted=_empirical(c.overlap_accepted), overlap_rejected=_empirical(c.overlap_rejected),
         source="traces")
 
 
 def _empirical(s) -> Empirical | None:
+    """A calibrated sample as a distribution to draw from (None: no sample)."""
     return Empirical(tuple(s.samples)) if s is not None and s.n else None
 
 

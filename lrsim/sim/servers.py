@@ -226,8 +226,12 @@ class TargetServer:
             return float(job.written)
         if job.state != RUNNING or not job.passes:
             return 0.0
+        return min(float(job.written), job.written * self._passes_done(job) / job.passes)
+
+    def _passes_done(self, job: Job) -> float:
+        """Passes the running ``job`` has been through by now."""
         self._advance()
-        return min(float(job.written), job.written * max(0.0, self.work - job.work0) / job.passes)
+        return max(0.0, self.work - job.work0)
 
     def close(self) -> None:
         """Book the sequences still running, up to now."""
@@ -406,12 +410,8 @@ class FixedRateServer(TargetServer):
             self.wasted += j.work
         self.busy_until = max([self.last_leave] + [j.finish for j in self.live])
 
-    def written_so_far(self, job: Job) -> float:
-        if job.state == DONE:
-            return float(job.written)
-        if job.state != RUNNING or not job.passes or self.env.now <= job.start:
-            return 0.0
-        return min(float(job.written), job.written * (self.env.now - job.start) / (job.passes * self.d))
+    def _passes_done(self, job: Job) -> float:
+        return max(0.0, (self.env.now - job.start) / self.d)  # one pass per iteration of d since it started
 
     def reprice(self) -> None:
         """Never needed: this server serves a constant iteration time (:class:`TargetServer` handles the rest)."""
