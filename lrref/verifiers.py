@@ -65,6 +65,11 @@ Rate how correct and useful the proposed next step is, from 0 (wrong or useless)
 
 DEFAULT_THRESHOLDS = {"judge": 0.0, "embedding": 0.85, "score": 7.0, "random": 0.5, "exact": 1.0, "math": 0.85}
 VERIFIERS = tuple(DEFAULT_THRESHOLDS)  # judge, embedding, score, random, exact, math
+#: lrref's default verifier, from the answer-quality study (docs/validation/answer-quality.md; issue 19's rule: the
+#: fastest lr-async row whose loss against ar is not significant and at most 3 points). On 40 GSM8K test problems
+#: (AMD EPYC Zen 4, llama.cpp) math at 0.85 kept ar's accuracy (lost 3, gained 3) at 0.281x, the fastest such row
+#: so far; embedding at 0.95 lost 7 and gained 1 (and 0.85 accepts more than 0.95).
+DEFAULT_VERIFIER = "math"
 #: the thresholds each verifier takes (inclusive); exact takes none (its --threshold is ignored)
 RANGES = {"embedding": (-1.0, 1.0), "math": (-1.0, 1.0), "score": (0.0, 9.0), "random": (0.0, 1.0)}
 THRESHOLD_HELP = ("judge: logit margin > t (default 0); embedding: cosine >= t, in [-1, 1] (0.85); score: digit >= t, "
@@ -76,7 +81,7 @@ THRESHOLD_HELP = ("judge: logit margin > t (default 0); embedding: cosine >= t, 
 class VerifierConfig:
     """Which verifier and how strict."""
 
-    name: str = option("judge, embedding, score, random, exact or math", "embedding")
+    name: str = option("judge, embedding, score, random, exact or math", DEFAULT_VERIFIER)
     threshold: float | None = option(THRESHOLD_HELP, None)
     model: str | None = option("embedding model of embedding and math (name or dir; default all-mpnet-base-v2) or "
                                "judge model dir (default: the target)", None)

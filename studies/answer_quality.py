@@ -32,7 +32,6 @@ problems, paired bootstrap 95% CI over problems) and the answers that hit the ca
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -40,14 +39,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-from common import FIGURES, finish, paired_speedup, per_request, with_ci
+from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, staged, with_ci
 
 from lrsim.atomic import atomic_write
 from lrsim.calibrate import acceptance
@@ -57,8 +55,9 @@ from lrsim.trace import Trace, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "studies" / "data" / "answer-quality"
-AR_RATE = 12.5  # tok/s: ar, llama.cpp, 30 bundled problems, AMD EPYC 2 cores (studies/data/validation-llamacpp g2)
-MEAN_TOKENS = 300  # output tokens per GSM8K answer, default pair and system prompt (6 test problems: 221-376, mean 303)
+AR_RATE = 22.9  # tok/s: this study's ar row (40 GSM8K test problems, llama.cpp, 2 threads; studies/data/answer-quality)
+AR_MACHINE = "AMD EPYC Zen 4, 2 cores, llama.cpp"
+MEAN_TOKENS = 310  # output tokens per GSM8K answer, default pair and system prompt (this study's ar: 12,379 / 40)
 
 
 @dataclass(frozen=True)
@@ -75,19 +74,20 @@ class Row:
     strict: bool = False
 
 
-# relative speeds for the plan: lr-async per verifier from the verifiers' study (figures/verifier_tradeoff.json:
-# embedding 0.48x at 0.85, 0.41x at 0.95, judge 0.25x, score 0.24x, random 0.31x); lr-sync 0.52x of ar
-# (studies/data/validation-llamacpp g2s); exact-strict and math assumed like the embedding (no measurement yet);
-# lr-sync's judge and score halved like lr-async's.
+# relative speeds for the plan, on the AMD EPYC Zen 4 (2 cores) against this study's ar (22.9 tok/s): lr-async
+# measured by this study for exact-strict (5.33 tok/s, 0.233x), math-0.85 (6.43, 0.281x) and embedding-0.95
+# (6.17, 0.269x); the other lr-async rows assumed like math, judge and score at the verifiers' study's ratio to
+# the embedding (0.25 / 0.48 and 0.24 / 0.48 of it: the target judging or scoring its steps costs ~5 s a call);
+# lr-sync 0.5x (studies/data/validation-llamacpp g2s on the same CPU: 0.508), its judge and score 0.3x.
 _VERIFIERS = (  # (suffix, verifier, threshold, strict, label, lr-async speed, lr-sync speed)
-    ("exact-strict", "exact", None, True, "exact-strict (token-identical only: lossless control)", 0.45, 0.5),
-    ("math-0.85", "math", 0.85, False, "math: numbers agree, then cosine >= 0.85", 0.45, 0.5),
-    ("embedding-0.95", "embedding", 0.95, False, "embedding, cosine >= 0.95", 0.41, 0.5),
-    ("embedding-0.90", "embedding", 0.90, False, "embedding, cosine >= 0.90", 0.45, 0.5),
-    ("embedding-0.85", "embedding", 0.85, False, "embedding, cosine >= 0.85", 0.48, 0.52),
-    ("judge-2", "judge", 2.0, False, "judge (target as judge), margin > 2", 0.25, 0.3),
-    ("score-7", "score", 7.0, False, "score (target rates 0-9), >= 7", 0.24, 0.3),
-    ("math-numeric", "math", -1.0, False, "math, numbers alone (no embedding model)", 0.48, 0.52),
+    ("exact-strict", "exact", None, True, "exact-strict (token-identical only: lossless control)", 0.233, 0.5),
+    ("math-0.85", "math", 0.85, False, "math: numbers agree, then cosine >= 0.85", 0.281, 0.5),
+    ("embedding-0.95", "embedding", 0.95, False, "embedding, cosine >= 0.95", 0.269, 0.5),
+    ("embedding-0.90", "embedding", 0.90, False, "embedding, cosine >= 0.90", 0.28, 0.5),
+    ("embedding-0.85", "embedding", 0.85, False, "embedding, cosine >= 0.85", 0.29, 0.5),
+    ("judge-2", "judge", 2.0, False, "judge (target as judge), margin > 2", 0.15, 0.3),
+    ("score-7", "score", 7.0, False, "score (target rates 0-9), >= 7", 0.145, 0.3),
+    ("math-numeric", "math", -1.0, False, "math, numbers alone (no embedding model)", 0.29, 0.5),
 )
 ROWS = (Row("ar", "ar", None, None, "ar (target alone)", 1.0),) + tuple(
     Row(f"{mode}-{suffix}", mode, v, t, label, speed_async if mode == "lr-async" else speed_sync, strict)
@@ -113,8 +113,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--async-threads", default="1,1", help="lr-async 'TARGET,DRAFT' threads")
     ap.add_argument("--lrref-args", default="", help="more lrref bench arguments, appended (e.g. smaller models)")
     ap.add_argument("--dry-run", action="store_true", help="--record: print the plan and the commands, run nothing")
-    ap.add_argument("--ar-rate", type=float, default=AR_RATE, help="--dry-run: ar tokens/s assumed")
-    ap.add_argument("--mean-tokens", type=float, default=MEAN_TOKENS, help="--dry-run: tokens per answer assumed")
+    ap.add_argument("--hours", type=float, default=None,
+                    help="--record: start only the rows whose planned time fits in this many hours from now, in "
+                         "order (a session's budget ends between rows, not inside one)")
+    ap.add_argument("--ar-rate", type=float, default=AR_RATE, help="--dry-run/--hours: ar tokens/s assumed")
+    ap.add_argument("--mean-tokens", type=float, default=MEAN_TOKENS, help="--dry-run/--hours: tokens per answer assumed")
     ap.add_argument("--figures", type=Path, default=FIGURES, help="--report: folder of the figure and the JSON")
     ap.add_argument("--reps", type=int, default=2000, help="--report: bootstrap resamples")
     ap.add_argument("--dest", type=Path, default=DATA, help="--pack: destination (must not exist)")
@@ -123,8 +126,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     names = [x.strip() for x in a.rows.split(",") if x.strip()]
     if not names or any(x not in known for x in names) or len(set(names)) != len(names):
         raise UsageError(f"--rows: distinct names from {', '.join(known)}; got {a.rows!r}")
-    if min(a.n, a.max_tokens, a.gamma, a.threads, a.reps) < 1 or a.ar_rate <= 0 or a.mean_tokens <= 0:
-        raise UsageError("--n, --max-tokens, --gamma, --threads, --reps, --ar-rate and --mean-tokens must be > 0")
+    if (min(a.n, a.max_tokens, a.gamma, a.threads, a.reps) < 1 or a.ar_rate <= 0 or a.mean_tokens <= 0
+            or (a.hours is not None and a.hours <= 0)):
+        raise UsageError("--n, --max-tokens, --gamma, --threads, --reps, --ar-rate, --mean-tokens and --hours "
+                         "must be > 0")
     a.selected = [known[x] for x in names]
     return a
 
@@ -166,16 +171,37 @@ def complete(folder: Path, row: Row, a: argparse.Namespace) -> bool:
     return meta.get("done") == a.n
 
 
+def row_hours(a: argparse.Namespace, r: Row) -> float:
+    """Planned hours of one row: problems x tokens per answer / (ar's tokens/s x the row's speed relative to ar)."""
+    return a.n * a.mean_tokens / (a.ar_rate * r.speed) / 3600
+
+
+def fitting(a: argparse.Namespace, todo: list[Row]) -> list[Row]:
+    """The leading rows of ``todo`` whose cumulative planned time fits in ``--hours`` (all without it)."""
+    if a.hours is None:
+        return todo
+    total = 0.0
+    for i, r in enumerate(todo):
+        total += row_hours(a, r)
+        if total > a.hours:
+            return todo[:i]
+    return todo
+
+
 def plan(a: argparse.Namespace, todo: list[Row]) -> list[str]:
     """The plan's lines: each row to record with its estimated time, and the total."""
     total, lines = 0.0, []
     for r in todo:
-        hours = a.n * a.mean_tokens / (a.ar_rate * r.speed) / 3600
+        hours = row_hours(a, r)
         total += hours
         lines.append(f"  {r.name:28s} {hours:5.2f} h (at {a.ar_rate * r.speed:5.2f} tok/s), cumulative {total:5.2f} h")
     head = (f"{len(todo)} row(s) to record, {a.n} problems each, cap {a.max_tokens} tokens; estimated at "
-            f"{a.mean_tokens:g} tokens per answer, ar at {a.ar_rate:g} tok/s (AMD EPYC, 2 cores, llama.cpp) and each "
-            f"row's speed relative to ar from the earlier studies: {total:.1f} h")
+            f"{a.mean_tokens:g} tokens per answer, ar at {a.ar_rate:g} tok/s ({AR_MACHINE}) and each row's speed "
+            f"relative to ar from the earlier recordings: {total:.1f} h")
+    if a.hours is not None:
+        fit = fitting(a, todo)
+        head += (f"; --hours {a.hours:g}: {len(fit)} row(s) fit"
+                 + (f", the rest wait for the next run (from {todo[len(fit)].name})" if len(fit) < len(todo) else ""))
     return [head] + lines
 
 
@@ -228,7 +254,7 @@ def record(a: argparse.Namespace) -> None:
     print("\n".join(plan(a, todo)), flush=True)
     if any(r.verifier == "judge" for r in todo):
         print(JUDGE_NOTE, flush=True)
-    for r in todo:
+    for r in fitting(a, todo):
         cmd = bench_command(a, a.record / r.name, r)
         if a.dry_run:
             print(shlex.join(cmd), flush=True)
@@ -513,22 +539,15 @@ def pack(a: argparse.Namespace) -> None:
             raise InputError(f"{folder}/provenance.txt missing (recorded by another script?)")
         prov = dict(ln.split(": ", 1) for ln in (folder / "provenance.txt").read_text().splitlines() if ": " in ln)
         found.append((run.row, {"meta": run.meta}, prov))
-    tmp = Path(tempfile.mkdtemp(prefix=".pack.", dir=a.dest.parent))
-    try:
+    with staged(a.dest) as tmp:
         for row, _, _ in found:
             src, dst = a.pack / row.name, tmp / row.name
             dst.mkdir()
             for f in ("results.json", "results.csv", "provenance.txt"):
                 shutil.copy2(src / f, dst / f)
             for t in src.glob("trace-*.jsonl"):
-                with open(t, "rb") as fi, gzip.GzipFile(dst / (t.name + ".gz"), "wb", compresslevel=9, mtime=0) as fo:
-                    shutil.copyfileobj(fi, fo)
+                gzip_copy(t, dst)
         (tmp / "README.md").write_text(readme(a.pack, found))
-        tmp.chmod(0o755)
-        tmp.rename(a.dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print(f"packed {len(found)} row(s) into {a.dest}")
 
 

@@ -2,10 +2,16 @@
 studies); the recordings' system prompt and paired speedups over problems (studies of recorded lrref runs).
 
 Each study script imports this module from its own folder (``python studies/NAME.py`` puts ``studies/``
-on the path), so every script still runs on its own.
+on the path), so every script still runs on its own.  Packing recorded runs into ``studies/data/``:
+:func:`staged` and :func:`gzip_copy`.
 """
 
 import argparse
+import gzip
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -97,3 +103,34 @@ def paired_speedup(trace, ar, rng: np.random.Generator, reps: int = 2000) -> tup
 def with_ci(x: float, ci: list[float] | tuple[float, float] | None, digits: int = 3) -> str:
     """``x [lo, hi]`` for a Markdown table (``x`` alone without an interval; the bounds one digit shorter)."""
     return f"{x:.{digits}f}" + (f" [{ci[0]:.{digits - 1}f}, {ci[1]:.{digits - 1}f}]" if ci else "")
+
+
+@contextmanager
+def staged(dest: Path) -> Iterator[Path]:
+    """A temporary folder beside ``dest`` to fill; renamed to ``dest`` when the block ends, removed on any error, so
+    a pack is all there or not there.
+
+    :raises InputError: ``dest`` exists.
+    """
+    if dest.exists():
+        raise InputError(f"{dest} exists: move it away first")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".pack.", dir=dest.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def gzip_copy(src: Path, folder: Path) -> Path:
+    """``src`` into ``folder`` gzipped (level 9, no timestamp: the same bytes every time), or copied as it is when
+    it is gzipped already; returns the new file."""
+    if src.suffix == ".gz":
+        return Path(shutil.copy2(src, folder / src.name))
+    dst = folder / (src.name + ".gz")
+    with open(src, "rb") as fi, gzip.GzipFile(dst, "wb", compresslevel=9, mtime=0) as fo:
+        shutil.copyfileobj(fi, fo)
+    return dst

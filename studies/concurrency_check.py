@@ -28,23 +28,20 @@ JSON: adjust those two functions if ``lrsim serve`` settles on other names.
 from __future__ import annotations
 
 import argparse
-import gzip
 import importlib.util
 import json
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from common import CONCISE_SYSTEM, FIGURES, gzip_copy, staged
 
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, UsageError, run_command
 from lrsim.trace import read_trace, recorded_setting
 
-FIGURES = Path(__file__).resolve().parents[1] / "figures"
-SYSTEM = ("Solve the problem in a few short steps separated by blank lines. Be concise. Put the final answer "
-          "within \\boxed{}.")
 THROUGHPUT_KEYS = ("output_throughput",)  # lrsim serve: output tokens per second over the run
 LATENCY_KEYS = ("e2e_mean",)  # lrsim serve: mean end-to-end latency (s)
 TARGET = 0.10  # the issue's bound on |predicted / measured - 1|
@@ -92,7 +89,7 @@ def bench_command(a: argparse.Namespace, n: int) -> list[str]:
     return [sys.executable, "-m", "lrref.cli", "bench", "--n", str(a.n), "--modes", a.modes, "--concurrency", str(n),
             "--out", str(a.out / f"c{n}"), "--gamma", str(a.gamma), "--max-tokens", str(a.max_tokens),
             "--max-step-tokens", str(a.max_step_tokens), "--verifier", "embedding", "--threads", str(a.threads),
-            "--system", SYSTEM, "--no-prefix-caching"] + (["--require-idle"] if a.require_idle else [])
+            "--system", CONCISE_SYSTEM, "--no-prefix-caching"] + (["--require-idle"] if a.require_idle else [])
 
 
 def complete(folder: Path, n_problems: int) -> bool:
@@ -136,26 +133,13 @@ def pack(a: argparse.Namespace) -> None:
     missing = [n for n in a.levels if not complete(a.out / f"c{n}", a.n)]
     if missing:
         raise InputError(f"runs not recorded yet: {', '.join(f'c{n}' for n in missing)}")
-    if a.pack.exists():
-        raise InputError(f"{a.pack} exists: remove it first")
-    a.pack.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=a.pack.parent, prefix=".pack."))
-    try:
+    with staged(a.pack) as tmp:
         for n in a.levels:
             src, dst = a.out / f"c{n}", tmp / f"c{n}"
             dst.mkdir()
             shutil.copy(src / "results.json", dst / "results.json")
             for t in traces_of(src):
-                if t.suffix == ".gz":
-                    shutil.copy(t, dst / t.name)
-                    continue
-                with open(t, "rb") as f, gzip.GzipFile(dst / (t.name + ".gz"), "wb", mtime=0) as g:
-                    shutil.copyfileobj(f, g)
-        tmp.chmod(0o755)
-        tmp.rename(a.pack)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+                gzip_copy(t, dst)
     print(f"packed: {a.pack}; then: python studies/concurrency_check.py --out {a.pack} --compare-only "
           f"--concurrency {','.join(map(str, a.levels))} --n {a.n}")
 

@@ -99,13 +99,13 @@ def test_pick_default_rule(aq):
 
 def test_record_plans_resumes_and_refuses_other_settings(aq, tmp_path, capsys):
     out = study(tmp_path)
-    assert aq.main(["--record", str(out), "--n", "10", "--dry-run", "--rows",
-                    "ar,lr-async-judge-2,lr-async-math-numeric,lr-sync-score-7"]) == 0
+    assert aq.main(["--record", str(out), "--n", "10", "--dry-run", "--ar-rate", "12.5", "--mean-tokens", "300",
+                    "--rows", "ar,lr-async-judge-2,lr-async-math-numeric,lr-sync-score-7"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"ar: recorded already ({out / 'ar'})"
     assert lines[1].startswith("3 row(s) to record, 10 problems each, cap 512 tokens")
-    # 10 problems x 300 tokens at 12.5 tok/s x 0.25 (judge) = 960 s
-    assert "lr-async-judge-2" in lines[2] and "0.27 h (at  3.12 tok/s)" in lines[2]
+    # 10 problems x 300 tokens at 12.5 tok/s x 0.15 (judge) = 1,600 s
+    assert "lr-async-judge-2" in lines[2] and "0.44 h (at  1.88 tok/s)" in lines[2]
     cmds = [ln for ln in lines if "lrref.cli bench" in ln]
     assert len(cmds) == 3 and "--verifier judge --threshold=2" in cmds[0] and "--log-text" in cmds[0]
     assert "--verifier math --threshold=-1" in cmds[1] and "--dataset gsm8k-test" in cmds[1]
@@ -115,10 +115,29 @@ def test_record_plans_resumes_and_refuses_other_settings(aq, tmp_path, capsys):
     assert len(err) == 1 and "holds a run of (dataset, problems, max tokens, gamma, backend)" in err[0]
 
 
+def test_hours_start_only_the_rows_that_fit(aq, tmp_path, capsys):
+    out = study(tmp_path)
+    args = ["--record", str(out), "--n", "10", "--dry-run", "--ar-rate", "12.5", "--mean-tokens", "300", "--rows",
+            "lr-async-judge-2,lr-async-math-numeric,lr-sync-score-7"]
+    # planned: judge 3,000 tokens / (12.5 x 0.15) = 0.444 h, math-numeric / (12.5 x 0.29) = 0.230 h (cumulative
+    # 0.674 h), lr-sync score / (12.5 x 0.3) = 0.222 h (0.896 h)
+    assert aq.main(args + ["--hours", "0.7"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "--hours 0.7: 2 row(s) fit, the rest wait for the next run (from lr-sync-score-7)" in lines[0]
+    cmds = [ln for ln in lines if "lrref.cli bench" in ln]
+    assert len(cmds) == 2 and "--modes lr-sync" not in " ".join(cmds)
+    assert aq.main(args + ["--hours", "0.4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "0 row(s) fit" in lines[0] and not [ln for ln in lines if "lrref.cli bench" in ln]
+    assert aq.main(args + ["--hours", "0.9"]) == 0
+    assert "3 row(s) fit" in capsys.readouterr().out.splitlines()[0]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--record", "x", "--rows", "ar,bogus"], "--rows: distinct names"),
     (["--record", "x", "--rows", "ar,ar"], "--rows: distinct names"),
     (["--record", "x", "--n", "0"], "must be > 0"),
+    (["--record", "x", "--hours", "0"], "must be > 0"),
     (["--report", "/no/such/folder"], "no results.json with a ar row"),
 ])
 def test_bad_input_is_one_line(aq, capsys, args, message):
@@ -163,3 +182,13 @@ def test_smoke_records_two_problems_with_the_tiny_model(aq, tmp_path, capsys):
     assert aq.main(["--report", str(out), "--figures", str(tmp_path / "fig"), "--reps", "50"]) == 0
     rows = json.loads((tmp_path / "fig" / "answer_quality.json").read_text())["rows"]
     assert [r["name"] for r in rows] == ["ar", "lr-async-math-0.85"] and rows[1]["n"] == 2
+
+
+def test_lrrefs_default_verifier_is_the_studys_pick():
+    """Issue 19 item 2: lrref's default verifier and threshold are the row the recorded study picks."""
+    from lrref.verifiers import DEFAULT_THRESHOLDS, DEFAULT_VERIFIER
+
+    data = json.loads((STUDIES.parent / "figures" / "answer_quality.json").read_text())
+    assert data["default_pick"] == f"lr-async-{DEFAULT_VERIFIER}-{DEFAULT_THRESHOLDS[DEFAULT_VERIFIER]:.2f}"
+    pick = next(r for r in data["rows"] if r["name"] == data["default_pick"])
+    assert pick["p_value"] >= 0.05 and pick["ar_accuracy"] - pick["accuracy"] <= 0.03

@@ -12,7 +12,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "studies" / "concurrency_check.py
 
 
 @pytest.fixture
-def check():
+def check(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports studies/common.py
     spec = importlib.util.spec_from_file_location("concurrency_check", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
