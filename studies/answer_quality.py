@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, staged, with_ci
+from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, staged, trace_of, with_ci
 
 from lrsim.atomic import atomic_write
 from lrsim.calibrate import acceptance
@@ -307,10 +307,7 @@ def load_run(folder: Path, row: Row) -> Run:
         result = next(r for r in res["modes"] if r["mode"] == row.mode)
     except (OSError, ValueError, KeyError, StopIteration):
         raise InputError(f"{folder}: no results.json with a {row.mode} row") from None
-    paths = sorted(folder.glob(f"trace-{row.mode}.jsonl*"))
-    if not paths:
-        raise InputError(f"{folder}: no trace-{row.mode}.jsonl[.gz]")
-    trace = read_trace(paths[0])
+    trace = read_trace(trace_of(folder, row.mode))
     return Run(row, res["meta"], result, trace, correctness(trace, res["meta"]))
 
 

@@ -2,8 +2,8 @@
 studies); the recordings' system prompt and paired speedups over problems (studies of recorded lrref runs).
 
 Each study script imports this module from its own folder (``python studies/NAME.py`` puts ``studies/``
-on the path), so every script still runs on its own.  Packing recorded runs into ``studies/data/``:
-:func:`staged` and :func:`gzip_copy`.
+on the path), so every script still runs on its own.  Recorded runs: :func:`traces_of` and :func:`trace_of` find
+their traces, recorded or packed; packing them into ``studies/data/``: :func:`staged` and :func:`gzip_copy`.
 """
 
 import argparse
@@ -103,6 +103,24 @@ def paired_speedup(trace, ar, rng: np.random.Generator, reps: int = 2000) -> tup
 def with_ci(x: float, ci: list[float] | tuple[float, float] | None, digits: int = 3) -> str:
     """``x [lo, hi]`` for a Markdown table (``x`` alone without an interval; the bounds one digit shorter)."""
     return f"{x:.{digits}f}" + (f" [{ci[0]:.{digits - 1}f}, {ci[1]:.{digits - 1}f}]" if ci else "")
+
+
+def traces_of(folder: Path, mode: str = "*") -> list[Path]:
+    """The traces of a run folder, recorded (``trace-MODE.jsonl``) or packed (``.jsonl.gz``), in name order (a
+    recorded trace before its packed copy); ``mode`` as lrref names the file (``lr-async+sd`` -> ``lr-async_sd``)."""
+    pattern = f"trace-{mode.replace('+', '_')}.jsonl*"
+    return sorted(p for p in folder.glob(pattern) if p.name.endswith((".jsonl", ".jsonl.gz")))
+
+
+def trace_of(folder: Path, mode: str) -> Path:
+    """The trace of ``mode`` in a run folder, the recorded one when both are there.
+
+    :raises InputError: none.
+    """
+    paths = traces_of(folder, mode)
+    if not paths:
+        raise InputError(f"{folder}: no trace-{mode.replace('+', '_')}.jsonl[.gz]")
+    return paths[0]
 
 
 @contextmanager

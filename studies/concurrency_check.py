@@ -36,7 +36,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import CONCISE_SYSTEM, FIGURES, gzip_copy, staged
+from common import CONCISE_SYSTEM, FIGURES, gzip_copy, staged, trace_of, traces_of
 
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, UsageError, run_command
@@ -114,18 +114,6 @@ def record(a: argparse.Namespace) -> None:
 
 
 # --- comparing ----------------------------------------------------------------------------------------
-
-
-def trace_of(folder: Path, mode: str) -> Path:
-    """The trace of ``mode`` in a run folder, recorded (``.jsonl``) or packed (``.jsonl.gz``)."""
-    stem = folder / f"trace-{mode.replace('+', '_')}.jsonl"
-    gz = stem.with_name(stem.name + ".gz")
-    return gz if gz.exists() and not stem.exists() else stem
-
-
-def traces_of(folder: Path) -> list[Path]:
-    """Every trace of a run folder (recorded or packed), in name order."""
-    return sorted(p for p in folder.glob("trace-*.jsonl*") if p.name.endswith((".jsonl", ".jsonl.gz")))
 
 
 def pack(a: argparse.Namespace) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-from common import paired_speedup, with_ci
+from common import paired_speedup, traces_of, with_ci
 
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, OneLineParser, run_command
@@ -75,7 +75,7 @@ def load_runs(data: Path) -> dict[str, dict[str, Trace]]:
         raise InputError(f"--data {data}: not a folder")
     runs = {}
     for folder in sorted(p for p in data.iterdir() if p.is_dir()):
-        traces = [read_trace(p) for p in sorted(folder.glob("trace-*.jsonl*"))]
+        traces = [read_trace(p) for p in traces_of(folder)]
         if traces:
             runs[folder.name] = {label(t): t for t in traces}
     if not runs:

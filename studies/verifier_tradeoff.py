@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-from common import CONCISE_SYSTEM, FIGURES, finish, paired_speedup, per_request, with_ci
+from common import CONCISE_SYSTEM, FIGURES, finish, paired_speedup, per_request, trace_of, with_ci
 
 from lrsim.atomic import atomic_write
 from lrsim.calibrate import acceptance
@@ -191,10 +191,7 @@ def load_run(folder: Path, mode: str) -> Run:
         row = next(r for r in res["modes"] if r["mode"] == mode)
     except (OSError, ValueError, KeyError, StopIteration):
         raise InputError(f"{folder}: no results.json with a {mode} row") from None
-    paths = sorted(folder.glob(f"trace-{mode}.jsonl*"))
-    if not paths:
-        raise InputError(f"{folder}: no trace-{mode}.jsonl[.gz]")
-    trace = read_trace(paths[0])
+    trace = read_trace(trace_of(folder, mode))
     correct = correctness(trace, res["meta"])
     if correct is not None and sum(correct.values()) != round((row["accuracy"] or 0) * row["requests"]):
         print(f"note: {folder}: {sum(correct.values())} correct from the texts, results.json says accuracy "
