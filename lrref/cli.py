@@ -86,7 +86,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                    help="default: math at 0.85 (random with --random-weights, the only one allowed there): the "
                         "draft's equations and numbers must be the target step's (no model call), then the "
                         "embedding cosine decides the prose; chosen by the answer-quality study, where it kept "
-                        "ar's accuracy and embedding at 0.95 lost 15 points (docs/validation/answer-quality.md)")
+                        "ar's accuracy and embedding lost 15-25 points at 0.95-0.85 (docs/validation/answer-quality.md)")
     m.add_argument("--threshold", type=_float, default=None, help=THRESHOLD_HELP)
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")

@@ -109,7 +109,7 @@ class Decoder:
                 run_direct(request_steps(req), self.lanes, self.clock)
         res = req.res
         res.wall_s = time.perf_counter() - w0
-        res.target_s += _forward_s(self.target) - fwd0[0]
+        res.target_s += _forward_s(self.target) - fwd0[0] - res.verify_target_s  # the judge's passes are verify_s
         res.draft_s += _forward_s(self.draft) - fwd0[1]
         return self._finish(req, answer_ref)
 

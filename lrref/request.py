@@ -32,6 +32,7 @@ class Result:
     target_s: float = 0.0  # target forward passes (main process)
     draft_s: float = 0.0  # draft forward passes (in its own process for lr-async)
     verify_s: float = 0.0  # verifier calls
+    verify_target_s: float = 0.0  # target passes run inside verifier calls (the target judging): in verify_s only
     wait_s: float = 0.0  # lr-async: main process idle, waiting for a draft
     draft_overlapped: bool = False  # lr-async: draft time is spent in another process
     verified: int = 0  # drafts checked (identical or verifier)
@@ -111,7 +112,7 @@ class Request:
         """Verdicts for (target, draft) pairs (identical token streams pass without the verifier, unless
         ``cfg.verify_identical``), the verifier name per pair and the call's (start, end) on the trace clock;
         counted in the result."""
-        t0 = self.clock()
+        t0, f0 = self.clock(), self.target.stats.forward_s
         same = (lambda t, d: False) if self.cfg.verify_identical else (lambda t, d: t.ids == d.ids)
         verdicts: list[Verdict | None] = [Verdict(True, None) if same(t, d) else None for t, d in pairs]
         names = ["identical" if v else self.verifier.name for v in verdicts]
@@ -122,5 +123,6 @@ class Request:
                 verdicts[i] = v
         t1 = self.clock()
         self.res.verify_s += t1 - t0
+        self.res.verify_target_s += self.target.stats.forward_s - f0  # a judge or scorer that is the target
         self.res.verified += len(verdicts)
         return verdicts, names, (t0, t1)

@@ -68,7 +68,7 @@ VERIFIERS = tuple(DEFAULT_THRESHOLDS)  # judge, embedding, score, random, exact,
 #: lrref's default verifier, from the answer-quality study (docs/validation/answer-quality.md; issue 19's rule: the
 #: fastest lr-async row whose loss against ar is not significant and at most 3 points). On 40 GSM8K test problems
 #: (AMD EPYC Zen 4, llama.cpp) math at 0.85 kept ar's accuracy (lost 3, gained 3) at 0.281x, the fastest such row
-#: so far; embedding at 0.95 lost 7 and gained 1 (and 0.85 accepts more than 0.95).
+#: so far (the judge kept it too, at 0.179x); embedding lost 12 and gained 2 at 0.85, 7 and 1 at 0.95.
 DEFAULT_VERIFIER = "math"
 #: the thresholds each verifier takes (inclusive); exact takes none (its --threshold is ignored)
 RANGES = {"embedding": (-1.0, 1.0), "math": (-1.0, 1.0), "score": (0.0, 9.0), "random": (0.0, 1.0)}

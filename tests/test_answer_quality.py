@@ -104,8 +104,8 @@ def test_record_plans_resumes_and_refuses_other_settings(aq, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"ar: recorded already ({out / 'ar'})"
     assert lines[1].startswith("3 row(s) to record, 10 problems each, cap 512 tokens")
-    # 10 problems x 300 tokens at 12.5 tok/s x 0.15 (judge) = 1,600 s
-    assert "lr-async-judge-2" in lines[2] and "0.44 h (at  1.88 tok/s)" in lines[2]
+    # 10 problems x 300 tokens at 12.5 tok/s x 0.179 (judge) = 1,341 s
+    assert "lr-async-judge-2" in lines[2] and "0.37 h (at  2.24 tok/s)" in lines[2]
     cmds = [ln for ln in lines if "lrref.cli bench" in ln]
     assert len(cmds) == 3 and "--verifier judge --threshold=2" in cmds[0] and "--log-text" in cmds[0]
     assert "--verifier math --threshold=-1" in cmds[1] and "--dataset gsm8k-test" in cmds[1]
@@ -119,17 +119,17 @@ def test_hours_start_only_the_rows_that_fit(aq, tmp_path, capsys):
     out = study(tmp_path)
     args = ["--record", str(out), "--n", "10", "--dry-run", "--ar-rate", "12.5", "--mean-tokens", "300", "--rows",
             "lr-async-judge-2,lr-async-math-numeric,lr-sync-score-7"]
-    # planned: judge 3,000 tokens / (12.5 x 0.15) = 0.444 h, math-numeric / (12.5 x 0.29) = 0.230 h (cumulative
-    # 0.674 h), lr-sync score / (12.5 x 0.3) = 0.222 h (0.896 h)
+    # planned: judge 3,000 tokens / (12.5 x 0.179) = 0.372 h, math-numeric / (12.5 x 0.294) = 0.227 h (cumulative
+    # 0.599 h), lr-sync score / (12.5 x 0.13) = 0.513 h (1.112 h)
     assert aq.main(args + ["--hours", "0.7"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "--hours 0.7: 2 row(s) fit, the rest wait for the next run (from lr-sync-score-7)" in lines[0]
     cmds = [ln for ln in lines if "lrref.cli bench" in ln]
     assert len(cmds) == 2 and "--modes lr-sync" not in " ".join(cmds)
-    assert aq.main(args + ["--hours", "0.4"]) == 0
+    assert aq.main(args + ["--hours", "0.3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "0 row(s) fit" in lines[0] and not [ln for ln in lines if "lrref.cli bench" in ln]
-    assert aq.main(args + ["--hours", "0.9"]) == 0
+    assert aq.main(args + ["--hours", "1.2"]) == 0
     assert "3 row(s) fit" in capsys.readouterr().out.splitlines()[0]
 
 

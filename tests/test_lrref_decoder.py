@@ -206,3 +206,29 @@ def test_a_verifiers_own_model_logs_verifier_passes_and_the_target_judging_itsel
     assert names == {"target": "target", "draft": "draft", "judge": "verifier"}
     dec.verifier = Judge(dec.target)
     assert {be.name: log.engine for be, log in dec._pass_logs().items()} == {"target": "target", "draft": "draft"}
+
+
+def test_the_target_judging_its_own_steps_is_verifier_time_not_target_time(tmp_path):
+    """A judge that is the target runs its passes on the target's backend: they count in ``verify_s`` and
+    ``verify_target_s``, not in ``target_s`` too (else the time shares pass 100% and the overhead goes negative)."""
+    class SelfJudge(RandomVerifier):
+        name = "judge"
+
+        def __init__(self, lm):
+            super().__init__(0.5, seed=3)
+            self.lm, self.calls = lm, 0
+
+        def verify(self, pairs, contexts=()):
+            self.calls += 1
+            self.lm.stats.forward_s += 1.0  # one judge prefill on the target, 1 s
+            return super().verify(pairs, contexts)
+
+    dec, tw = toy_decoder(tmp_path / "t.jsonl", mode="lr-sync")
+    dec.verifier = judge = SelfJudge(dec.target)
+    dec.target.seconds_per_pass = 0.25
+    try:
+        res = dec.run(0, dec.target.encode_chat("abc"))
+    finally:
+        tw.close()
+    assert judge.calls > 0 and res.verify_target_s == judge.calls * 1.0
+    assert res.target_s == pytest.approx(0.25 * dec.target.stats.forwards)  # the target's own passes only
