@@ -9,6 +9,13 @@
 ``python benchmarks/lrref_checks.py prefix-cache [--n 3]``
     ``lr-sync`` with and without the KV prefix cache: wall time, prefix tokens
     re-prefilled, tokens restored from the cache.
+
+``python benchmarks/lrref_checks.py profile-agreement [--n 4]``
+    does the profiler's timing of SmolLM2-135M's architecture (random weights)
+    predict a real lrref ``ar`` decode (:func:`lrref.agreement.round_ratios`:
+    n rounds of a 16-token decode then the profiler's passes, one thread,
+    float32)?  Target: the median over rounds of recorded / predicted within
+    30% of 1.  A timing: run it on an idle machine (it prints the load average).
 """
 
 from __future__ import annotations
@@ -81,10 +88,34 @@ def prefix_cache(n: int, max_tokens: int) -> dict:
     return out
 
 
+PROFILE_TOLERANCE = 0.30  # |median recorded / predicted - 1|
+
+
+def profile_agreement(n: int, max_tokens: int = 16) -> dict:
+    import statistics
+    import tempfile
+    from pathlib import Path
+
+    from lrref import models
+    from lrref.agreement import round_ratios
+
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as d:
+        ratios = round_ratios(str(models.resolve("smollm2-135m-instruct")), Path(d), rounds=n, tokens=max_tokens)
+    median = statistics.median(ratios)
+    return {"rounds": [round(x, 3) for x in ratios], "median": round(median, 3),
+            "target": f"|median - 1| < {PROFILE_TOLERANCE}", "ok": abs(median - 1) < PROFILE_TOLERANCE,
+            "loadavg_start": load, "loadavg_end": os.getloadavg()[0]}
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["bf16", "prefix-cache"])
-    ap.add_argument("--n", type=int, default=3)
-    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("what", choices=["bf16", "prefix-cache", "profile-agreement"])
+    ap.add_argument("--n", type=int, default=None, help="problems (bf16: 3, prefix-cache: 3) or rounds (4)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="tokens per problem (96) or per round (16)")
     a = ap.parse_args()
-    print(json.dumps((bf16 if a.what == "bf16" else prefix_cache)(a.n, a.max_tokens), indent=1))
+    if a.what == "profile-agreement":
+        got = profile_agreement(a.n or 4, a.max_tokens or 16)
+    else:
+        got = (bf16 if a.what == "bf16" else prefix_cache)(a.n or 3, a.max_tokens or 96)
+    print(json.dumps(got, indent=1))
