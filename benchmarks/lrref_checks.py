@@ -91,7 +91,7 @@ def prefix_cache(n: int, max_tokens: int) -> dict:
 PROFILE_TOLERANCE = 0.30  # |median recorded / predicted - 1|
 
 
-def profile_agreement(n: int, max_tokens: int = 16) -> dict:
+def profile_agreement(n: int, max_tokens: int) -> dict:
     import statistics
     import tempfile
     from pathlib import Path
@@ -108,14 +108,15 @@ def profile_agreement(n: int, max_tokens: int = 16) -> dict:
             "loadavg_start": load, "loadavg_end": os.getloadavg()[0]}
 
 
+CHECKS = {"bf16": (bf16, 3, 96), "prefix-cache": (prefix_cache, 3, 96),  # name: (check, --n, --max-tokens)
+          "profile-agreement": (profile_agreement, 4, 16)}
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["bf16", "prefix-cache", "profile-agreement"])
-    ap.add_argument("--n", type=int, default=None, help="problems (bf16: 3, prefix-cache: 3) or rounds (4)")
+    ap.add_argument("what", choices=list(CHECKS))
+    ap.add_argument("--n", type=int, default=None, help="problems (bf16, prefix-cache: 3) or rounds (4)")
     ap.add_argument("--max-tokens", type=int, default=None, help="tokens per problem (96) or per round (16)")
     a = ap.parse_args()
-    if a.what == "profile-agreement":
-        got = profile_agreement(a.n or 4, a.max_tokens or 16)
-    else:
-        got = (bf16 if a.what == "bf16" else prefix_cache)(a.n or 3, a.max_tokens or 96)
+    check, n, max_tokens = CHECKS[a.what]
+    got = check(n if a.n is None else a.n, max_tokens if a.max_tokens is None else a.max_tokens)
     print(json.dumps(got, indent=1))

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, staged, trace_of, with_ci
+from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, staged, trace_of, traces_of, with_ci
 
 from lrsim.atomic import atomic_write
 from lrsim.calibrate import acceptance
@@ -545,7 +545,7 @@ def pack(a: argparse.Namespace) -> None:
             dst.mkdir()
             for f in ("results.json", "results.csv", "provenance.txt"):
                 shutil.copy2(src / f, dst / f)
-            for t in src.glob("trace-*.jsonl"):
+            for t in traces_of(src):
                 gzip_copy(t, dst)
         (tmp / "README.md").write_text(readme(a.pack, found))
     print(f"packed {len(found)} row(s) into {a.dest}")

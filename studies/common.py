@@ -115,7 +115,7 @@ def traces_of(folder: Path, mode: str = "*") -> list[Path]:
 def trace_of(folder: Path, mode: str) -> Path:
     """The trace of ``mode`` in a run folder, the recorded one when both are there.
 
-    :raises InputError: none.
+    :raises InputError: the folder has no trace of ``mode``.
     """
     paths = traces_of(folder, mode)
     if not paths:
