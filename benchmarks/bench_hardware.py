@@ -28,7 +28,7 @@ from report import report
 
 from lrsim.cli import main as lrsim
 
-CALIBRATED = str(Path(tempfile.mkdtemp(prefix="bench_hardware.")) / "calibrated.json")
+CALIBRATED = "{calibrated}"  # the profile `calibrate --profile-out` writes; main() puts it in a temporary folder
 TRACES = "replay from traces"  # target: the wall time of the replay from traces measured in the same run
 HW = ["--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
       "--verifier-latency", "0.013"]
@@ -70,6 +70,13 @@ def measure(argv: list) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def placed(argv: list, calibrated: str) -> list:
+    """A case's command line(s) with :data:`CALIBRATED` replaced by ``calibrated``."""
+    if argv and isinstance(argv[0], list):
+        return [placed(a, calibrated) for a in argv]
+    return [calibrated if a == CALIBRATED else a for a in argv]
+
+
 def shown(argv: list) -> str:
     """The command line(s) of a case."""
     return " && ".join("lrsim " + " ".join(a) for a in (argv if isinstance(argv[0], list) else [argv]))
@@ -81,7 +88,9 @@ def main() -> None:
     args = ap.parse_args()
     load0 = os.getloadavg()
     measure(["replay", *HW, "--alpha1", "0.5", "--steps", "500"])  # imports and profile loading, not timed
-    timed = {what: (argv, target, *measure(argv)) for what, argv, target in CASES}
+    with tempfile.TemporaryDirectory(prefix="bench_hardware.") as tmp:
+        cases = [(what, placed(argv, str(Path(tmp) / "calibrated.json")), target) for what, argv, target in CASES]
+        timed = {what: (argv, target, *measure(argv)) for what, argv, target in cases}
     ref = next(wall for what, (_, _, wall, _) in timed.items() if what.startswith(TRACES))
     rows = []
     for what, (argv, target, wall, cpu) in timed.items():

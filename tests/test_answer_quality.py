@@ -120,7 +120,7 @@ def test_hours_start_only_the_rows_that_fit(aq, tmp_path, capsys):
     args = ["--record", str(out), "--n", "10", "--dry-run", "--ar-rate", "12.5", "--mean-tokens", "300", "--rows",
             "lr-async-judge-2,lr-async-math-numeric,lr-sync-score-7"]
     # planned: judge 3,000 tokens / (12.5 x 0.179) = 0.372 h, math-numeric / (12.5 x 0.294) = 0.227 h (cumulative
-    # 0.599 h), lr-sync score / (12.5 x 0.13) = 0.513 h (1.112 h)
+    # 0.599 h), lr-sync score / (12.5 x 0.140) = 0.476 h (1.075 h)
     assert aq.main(args + ["--hours", "0.7"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "--hours 0.7: 2 row(s) fit, the rest wait for the next run (from lr-sync-score-7)" in lines[0]
@@ -159,6 +159,16 @@ def test_pack_gzips_complete_rows_with_a_readme(aq, tmp_path, capsys):
     assert aq.main(["--report", str(dest), "--figures", str(tmp_path / "fig2"), "--reps", "50"]) == 0  # reads .gz
     assert aq.main(["--pack", str(out), "--dest", str(dest)]) == 2  # never over an existing folder
     assert "exists: move it away" in capsys.readouterr().err
+
+
+def test_the_readme_tells_two_cpus_of_one_name_apart(aq):
+    """lscpu names an AVX2-only and a Zen 4 AMD EPYC alike; the flags lrref bench recorded tell them apart."""
+    prov = {"cpu_model": "AMD EPYC", "cpus": "2"}
+    hw = lambda *flags: {"hardware": {"cpu_flags": list(flags)}}  # noqa: E731
+    assert aq.cpu_label(prov, hw("avx2", "fma")) == "AMD EPYC, AVX2 (2 cpus)"
+    assert aq.cpu_label(prov, hw("avx2", "avx512f", "avx512_bf16")) == "AMD EPYC, AVX-512 + BF16 (2 cpus)"
+    assert aq.cpu_label(prov, hw("avx512f", "avx512_bf16", "amx_tile")).startswith("AMD EPYC, AMX ")
+    assert aq.cpu_label({}, {}) == "? (? cpus)"  # an old row without flags or provenance
 
 
 @pytest.mark.models

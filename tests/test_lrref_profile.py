@@ -108,8 +108,8 @@ def test_out_of_memory_shapes_become_missing_points(tmp_path, monkeypatch):
     out = tmp_path / "p.json"
     assert cli.main(["profile", *FAST, "--out", str(out)]) == 0
     a = read_profile(out).arch("tiny")
-    assert a.ms[1][1] == (None, None) and a.unmeasured == 2 and a.missing == ("context 32 batch 2: out of memory "
-                                                                              f"on {timing.cpu_model()}",)
+    oom = f"context 32 batch 2: out of memory on {timing.cpu_model()}"
+    assert a.ms[1][1] == (None, None) and a.unmeasured == 2 and a.missing == (oom,)
 
 
 def test_dtype_auto_is_lrref_cpus():
@@ -281,9 +281,8 @@ def test_llamacpp_co_runner_failure_is_one_line(tmp_path):
     bad.write_bytes(b"GGUF not really")
     m = GGUFModel("broken", str(bad), "Q4_1", 1, 1)
     spec = LlamaSpec(m, None, 1, None, (0,), (1,), (1,))
-    with pytest.raises(CoRunnerError) as e:
-        with CoRunner(Entry(m, "t1co", 1, m, 1), spec):
-            pass
+    with pytest.raises(CoRunnerError) as e, CoRunner(Entry(m, "t1co", 1, m, 1), spec):
+        pass
     assert "\n" not in str(e.value) and str(e.value).startswith("the co-runner (broken) crashed:")
 
 

@@ -230,3 +230,11 @@ def test_written_so_far_on_the_work_clock():
     assert srv.written_so_far(job) == pytest.approx(4.0)
     env.run(until=10.0)
     assert srv.written_so_far(job) == 8.0
+
+
+def test_pro_rata_is_even_over_the_passes_and_clamped():
+    """The one pro-rata rule both servers use: 3 of 4 passes of 10 tokens is 7.5; none before, all after."""
+    from lrsim.sim.servers import pro_rata
+
+    assert pro_rata(10, 3, 4) == 7.5
+    assert pro_rata(10, -1, 4) == 0.0 and pro_rata(10, 5, 4) == 10.0

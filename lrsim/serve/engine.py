@@ -34,7 +34,7 @@ import math
 import simpy
 from simpy import Timeout
 
-from ..sim.servers import CANCELLED, DONE, PENDING, RUNNING, Job, TargetServer
+from ..sim.servers import CANCELLED, DONE, PENDING, RUNNING, Job, TargetServer, pro_rata
 from .pricing import Pricer
 
 TOL = 1e-9
@@ -126,7 +126,7 @@ class BatchEngine:
         if row.state != RUNNING or row.prefill > 0 or not row.passes or row not in self.decode:
             return 0.0
         k = math.floor((self.env.now - self.t0) / self.d + TOL) if self.d > 0 else 0  # iterations in this segment
-        return min(float(row.written), row.written * max(0.0, self.work + k - row.work0) / row.passes)
+        return pro_rata(row.written, self.work + k - row.work0, row.passes)
 
     def catch_up(self) -> None:
         """Process a wake-up due now before anything else happens at this instant (the tie rule)."""

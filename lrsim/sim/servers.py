@@ -23,6 +23,12 @@ from simpy import Timeout
 PENDING, RUNNING, DONE, CANCELLED = 0, 1, 2, 3
 
 
+def pro_rata(written: int, passes_done: float, passes: int) -> float:
+    """Tokens a running step has written after ``passes_done`` of its ``passes``: its ``written`` tokens pro rata
+    (a step writes its tokens evenly over its passes; never more than all of them, never fewer than none)."""
+    return min(float(written), written * max(0.0, passes_done) / passes)
+
+
 class Job:
     """One target step: a sequence on the target server; ``on_done(job, now)`` is called when it is done."""
 
@@ -226,7 +232,7 @@ class TargetServer:
             return float(job.written)
         if job.state != RUNNING or not job.passes:
             return 0.0
-        return min(float(job.written), job.written * self._passes_done(job) / job.passes)
+        return pro_rata(job.written, self._passes_done(job), job.passes)
 
     def _passes_done(self, job: Job) -> float:
         """Passes the running ``job`` has been through by now."""
