@@ -28,32 +28,36 @@ from report import report
 
 from lrsim.cli import main as lrsim
 
-CALIBRATED = "{calibrated}"  # the profile `calibrate --profile-out` writes; main() puts it in a temporary folder
 TRACES = "replay from traces"  # target: the wall time of the replay from traces measured in the same run
 HW = ["--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
       "--verifier-latency", "0.013"]
-CASES = [
-    ("plan --hardware, M = 16", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "16",
-                                 "--bootstrap", "0"], 30.0),
-    ("plan --hardware, M = 32", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "32",
-                                 "--bootstrap", "0"], 30.0),
-    ("plan --hardware, M = 64", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "64",
-                                 "--bootstrap", "0"], 30.0),
-    ("plan --trace (embedded default), M = 16", ["plan", "--trace", "--budget", "16", "--bootstrap", "0"], 30.0),
-    ("replay --hardware, async k1 = 3, k2 = 5", ["replay", *HW, "--alpha1", "0.78", "--alpha2", "0.29", "--mode",
-                                                 "async", "--k1", "3", "--k2", "5", "--steps", "20000"], TRACES),
-    ("replay from traces, async k1 = 3, k2 = 5", ["replay", "--mode", "async", "--k1", "3", "--k2", "5",
-                                                  "--steps", "20000", "--bootstrap", "0"], TRACES),
-    ("replay --hardware, context growth, async k1 = 2",
-     ["replay", "--hardware", "h100-context-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
-      "--verifier-latency", "0.013", "--alpha1", "0.5", "--mode", "async", "--k1", "2", "--prompt-tokens", "1024",
-      "--request-tokens", "4000", "--steps", "20000"], TRACES),
-    ("calibrate --profile-out, then replay --hardware on it, async k1 = 3, k2 = 5",
-     [["calibrate", "--profile-out", CALIBRATED],
-      ["replay", "--hardware", CALIBRATED, "--target-arch", "qwen2.5-coder-1.5b-instruct", "--draft-arch",
-       "qwen2.5-coder-0.5b-instruct", "--mode", "async", "--k1", "3", "--k2", "5", "--steps", "20000",
-       "--bootstrap", "0"]], TRACES),
-]
+
+
+def cases(calibrated: str) -> list[tuple[str, list, object]]:
+    """(what, command line or lines, target) of every case; ``calibrated``: where the calibrate-then-replay case
+    writes and reads its profile."""
+    return [
+        ("plan --hardware, M = 16", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "16",
+                                     "--bootstrap", "0"], 30.0),
+        ("plan --hardware, M = 32", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "32",
+                                     "--bootstrap", "0"], 30.0),
+        ("plan --hardware, M = 64", ["plan", *HW, "--alpha1", "0.6", "--alpha2", "0.4", "--budget", "64",
+                                     "--bootstrap", "0"], 30.0),
+        ("plan --trace (embedded default), M = 16", ["plan", "--trace", "--budget", "16", "--bootstrap", "0"], 30.0),
+        ("replay --hardware, async k1 = 3, k2 = 5", ["replay", *HW, "--alpha1", "0.78", "--alpha2", "0.29", "--mode",
+                                                     "async", "--k1", "3", "--k2", "5", "--steps", "20000"], TRACES),
+        ("replay from traces, async k1 = 3, k2 = 5", ["replay", "--mode", "async", "--k1", "3", "--k2", "5",
+                                                      "--steps", "20000", "--bootstrap", "0"], TRACES),
+        ("replay --hardware, context growth, async k1 = 2",
+         ["replay", "--hardware", "h100-context-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
+          "--verifier-latency", "0.013", "--alpha1", "0.5", "--mode", "async", "--k1", "2", "--prompt-tokens", "1024",
+          "--request-tokens", "4000", "--steps", "20000"], TRACES),
+        ("calibrate --profile-out, then replay --hardware on it, async k1 = 3, k2 = 5",
+         [["calibrate", "--profile-out", calibrated],
+          ["replay", "--hardware", calibrated, "--target-arch", "qwen2.5-coder-1.5b-instruct", "--draft-arch",
+           "qwen2.5-coder-0.5b-instruct", "--mode", "async", "--k1", "3", "--k2", "5", "--steps", "20000",
+           "--bootstrap", "0"]], TRACES),
+    ]
 
 
 def measure(argv: list) -> tuple[float, float]:
@@ -70,13 +74,6 @@ def measure(argv: list) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def placed(argv: list, calibrated: str) -> list:
-    """A case's command line(s) with :data:`CALIBRATED` replaced by ``calibrated``."""
-    if argv and isinstance(argv[0], list):
-        return [placed(a, calibrated) for a in argv]
-    return [calibrated if a == CALIBRATED else a for a in argv]
-
-
 def shown(argv: list) -> str:
     """The command line(s) of a case."""
     return " && ".join("lrsim " + " ".join(a) for a in (argv if isinstance(argv[0], list) else [argv]))
@@ -89,8 +86,8 @@ def main() -> None:
     load0 = os.getloadavg()
     measure(["replay", *HW, "--alpha1", "0.5", "--steps", "500"])  # imports and profile loading, not timed
     with tempfile.TemporaryDirectory(prefix="bench_hardware.") as tmp:
-        cases = [(what, placed(argv, str(Path(tmp) / "calibrated.json")), target) for what, argv, target in CASES]
-        timed = {what: (argv, target, *measure(argv)) for what, argv, target in cases}
+        timed = {what: (argv, target, *measure(argv))
+                 for what, argv, target in cases(str(Path(tmp) / "calibrated.json"))}
     ref = next(wall for what, (_, _, wall, _) in timed.items() if what.startswith(TRACES))
     rows = []
     for what, (argv, target, wall, cpu) in timed.items():

@@ -19,10 +19,9 @@ import json
 import sys
 from pathlib import Path
 
-from common import FIGURES
-
 from lrsim.errors import InputError, run_command
 
+FIGURES = Path(__file__).resolve().parents[1] / "figures"
 PROTOCOLS = ("fixed", "leave-one-out", "cross-layout")
 SOURCES = (("", "traces' profile"), ("_profile", "measured profile"))
 

@@ -10,8 +10,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "studies" / "validation_summary.p
 
 
 @pytest.fixture
-def summary(monkeypatch):
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports studies/common.py
+def summary():
     spec = importlib.util.spec_from_file_location("validation_summary", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
