@@ -3,7 +3,10 @@ verifier at full length, paired on the same problems, beside the speedup.
 
 ``python studies/answer_quality.py --record OUT [--rows NAME,...] [--n 40] [--max-tokens 512] [--dry-run]``,
 then ``--report OUT`` (table, ``figures/answer_quality.{json,html,png}``, the default the data pick) and
-``--pack OUT`` (gzipped traces into ``studies/data/answer-quality/`` with a README).
+``--pack OUT`` (gzipped traces into ``studies/data/answer-quality/`` with a README).  On another CPU kind, record
+into a folder of its own, ``ar`` first, and report both: ``--report OUT OUT2`` pairs every row with the ar of its
+own folder (a speedup is a timing of one CPU; a row twice, or off its ar's CPU, is refused) and says how far the
+two ars' answers agree.
 
 *Rows* (:data:`ROWS`, in priority order, so a partial recording is useful): ``ar``; then lr-async with
 exact-strict (token-identical steps only: the lossless control), math (numbers agree, then cosine >= 0.85), the
@@ -102,7 +105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = OneLineParser(description=__doc__.splitlines()[0])
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--record", type=Path, metavar="OUT", help="record the missing rows into OUT (resumable)")
-    what.add_argument("--report", type=Path, metavar="OUT", help="report the rows recorded in OUT")
+    what.add_argument("--report", type=Path, nargs="+", metavar="OUT",
+                      help="report the rows recorded in OUT (several: one recording per CPU, each with its own ar)")
     what.add_argument("--pack", type=Path, metavar="OUT", help="gzip OUT's complete rows into --dest with a README")
     ap.add_argument("--rows", default=",".join(r.name for r in ROWS), help="rows to record (default: all, in order)")
     ap.add_argument("--n", type=int, default=40, help="problems per row (the first N of --dataset)")
@@ -117,7 +121,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--hours", type=float, default=None,
                     help="--record: start only the rows whose planned time fits in this many hours from now, in "
                          "order (a session's budget ends between rows, not inside one)")
-    ap.add_argument("--ar-rate", type=float, default=AR_RATE, help="--dry-run/--hours: ar tokens/s assumed")
+    ap.add_argument("--ar-rate", type=float, default=None,
+                    help="--dry-run/--hours: ar tokens/s assumed (default: OUT/ar's when it was recorded on this CPU, "
+                         f"else {AR_RATE:g}, {AR_MACHINE})")
     ap.add_argument("--mean-tokens", type=float, default=MEAN_TOKENS, help="--dry-run/--hours: tokens per answer assumed")
     ap.add_argument("--figures", type=Path, default=FIGURES, help="--report: folder of the figure and the JSON")
     ap.add_argument("--reps", type=int, default=2000, help="--report: bootstrap resamples")
@@ -127,7 +133,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     names = [x.strip() for x in a.rows.split(",") if x.strip()]
     if not names or any(x not in known for x in names) or len(set(names)) != len(names):
         raise UsageError(f"--rows: distinct names from {', '.join(known)}; got {a.rows!r}")
-    if (min(a.n, a.max_tokens, a.gamma, a.threads, a.reps) < 1 or a.ar_rate <= 0 or a.mean_tokens <= 0
+    if (min(a.n, a.max_tokens, a.gamma, a.threads, a.reps) < 1 or (a.ar_rate is not None and a.ar_rate <= 0)
+            or a.mean_tokens <= 0
             or (a.hours is not None and a.hours <= 0)):
         raise UsageError("--n, --max-tokens, --gamma, --threads, --reps, --ar-rate, --mean-tokens and --hours "
                          "must be > 0")
@@ -197,7 +204,8 @@ def plan(a: argparse.Namespace, todo: list[Row]) -> list[str]:
         total += hours
         lines.append(f"  {r.name:28s} {hours:5.2f} h (at {a.ar_rate * r.speed:5.2f} tok/s), cumulative {total:5.2f} h")
     head = (f"{len(todo)} row(s) to record, {a.n} problems each, cap {a.max_tokens} tokens; estimated at "
-            f"{a.mean_tokens:g} tokens per answer, ar at {a.ar_rate:g} tok/s ({AR_MACHINE}) and each row's speed "
+            f"{a.mean_tokens:g} tokens per answer, ar at {a.ar_rate:.3g} tok/s ({a.ar_source}) "
+            "and each row's speed "
             f"relative to ar from the earlier recordings: {total:.1f} h")
     if a.hours is not None:
         fit = fitting(a, todo)
@@ -244,8 +252,27 @@ def record_row(a: argparse.Namespace, row: Row) -> None:
     atomic_write(folder / "provenance.txt", "\n".join(prov + [f"loadavg_end: {load}", f"date_end: {_stamp()}"]) + "\n")
 
 
+def planned_ar_rate(a: argparse.Namespace) -> tuple[float, str]:
+    """ar's tokens/s for the plan and where it comes from: ``--ar-rate``, else ``OUT/ar``'s when it is complete and
+    was recorded on this CPU (model and instruction set), else :data:`AR_RATE`."""
+    if a.ar_rate is not None:
+        return a.ar_rate, "--ar-rate"
+    from lrref.cpu import cpu_flags
+    from lrref.cpu import cpu_model as this_model
+
+    try:
+        ar = load_run(a.record / "ar", ROWS[0])
+    except InputError:
+        return AR_RATE, AR_MACHINE
+    here = (this_model(), isa(cpu_flags() or ()))
+    if ar.meta.get("done") != ar.meta.get("n") or cpu_of(ar.meta) != here:
+        return AR_RATE, AR_MACHINE
+    return tokens_per_s(ar.trace), f"measured by {a.record / 'ar'} on this CPU"
+
+
 def record(a: argparse.Namespace) -> None:
     """Record every selected row that is not complete, in order; with ``--dry-run`` print the plan only."""
+    a.ar_rate, a.ar_source = planned_ar_rate(a)
     todo = []
     for r in a.selected:
         if complete(a.record / r.name, r, a):
@@ -279,6 +306,7 @@ class Run:
     result: dict
     trace: Trace
     correct: dict[int, bool]
+    ar: Run | None = None  # the ar this row is paired with (its folder's: the same CPU)
 
 
 def correctness(trace: Trace, meta: dict) -> dict[int, bool]:
@@ -312,6 +340,26 @@ def load_run(folder: Path, row: Row) -> Run:
     return Run(row, res["meta"], result, trace, correctness(trace, res["meta"]))
 
 
+def isa(flags) -> str | None:
+    """The widest vector and bfloat16 instructions among CPU ``flags``: ``AMX``, ``AVX-512 + BF16``, ``AVX-512``,
+    ``AVX2``, or None."""
+    flags = set(flags)
+    return next((name for flag, name in (("amx_tile", "AMX"), ("avx512_bf16", "AVX-512 + BF16"),
+                                         ("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), None)
+
+
+def cpu_of(meta: dict) -> tuple[str, str | None]:
+    """(CPU model, instruction set) a bench run recorded: a row's speed is only paired with an ar of the same."""
+    hw = meta.get("hardware") or {}
+    return hw.get("cpu_model") or "?", isa(hw.get("cpu_flags") or ())
+
+
+def cpu_name(meta: dict) -> str:
+    """``AMD EPYC, AVX2``: the CPU of a run, for tables and figures."""
+    model, kind = cpu_of(meta)
+    return model + (f", {kind}" if kind else "")
+
+
 def recorded(out: Path) -> tuple[Run, list[Run], list[str]]:
     """The ar run, the other complete rows' runs (in :data:`ROWS` order), and the rows missing or incomplete.
 
@@ -333,8 +381,34 @@ def recorded(out: Path) -> tuple[Run, list[Run], list[str]]:
         got, want = settings(run.meta, r.mode)[:3], settings(ar.meta, "ar")[:3]
         if got != want or run.meta.get("backend") != ar.meta.get("backend"):
             raise InputError(f"{folder}: (dataset, problems, max tokens) = {got}, not ar's {want} (or another backend)")
+        if cpu_of(run.meta) != cpu_of(ar.meta):
+            raise InputError(f"{folder}: recorded on {cpu_name(run.meta)}, its ar on {cpu_name(ar.meta)}: a speedup "
+                             "pairs runs of one CPU (record ar on that CPU into a folder of its own)")
         runs.append(run)
     return ar, runs, missing
+
+
+def recorded_all(outs: list[Path]) -> tuple[list[Run], list[Run], list[str]]:
+    """Every folder's ar, every complete row (the first folder's first, each paired with its own folder's ar) and
+    the rows complete in none of them.
+
+    :raises InputError: as :func:`recorded`, or one row complete in two folders (one row per configuration).
+    """
+    ars, runs, missing, seen = [], [], {}, {}
+    for out in outs:
+        ar, rs, miss = recorded(out)
+        ars.append(ar)
+        for run in rs:
+            if run.row.name in seen:
+                raise InputError(f"{run.row.name}: complete in both {seen[run.row.name]} and {out}; keep one")
+            seen[run.row.name] = out
+            run.ar = ar
+            runs.append(run)
+        for m in miss:
+            missing.setdefault(m.split(" ")[0], m)
+    order = {r.name: i for i, r in enumerate(ROWS)}
+    runs.sort(key=lambda run: order[run.row.name])
+    return ars, runs, [m for name, m in missing.items() if name not in seen]
 
 
 # --- statistics ----------------------------------------------------------------------------------------
@@ -364,16 +438,30 @@ def quality_row(run: Run, ar: Run, rng: np.random.Generator, reps: int) -> dict:
             "speedup": s, "speedup_ci95": [lo, hi], "tokens_per_s": tokens_per_s(run.trace),
             "step_acceptance": None if alpha is None else alpha.p,
             "step_acceptance_ci95": None if alpha is None else [alpha.lo, alpha.hi],
-            "capped": capped(run.trace), "ar_capped": capped(ar.trace), "loadavg": load_averages(run.meta)}
+            "capped": capped(run.trace), "ar_capped": capped(ar.trace), "loadavg": load_averages(run.meta),
+            "cpu": cpu_name(run.meta)}
 
 
 def ar_row(ar: Run) -> dict:
     k, n = sum(ar.correct.values()), len(ar.correct)
     return {"name": "ar", "label": ROWS[0].label, "mode": "ar", "verifier": None, "threshold": None,
+            "cpu": cpu_name(ar.meta),
             "exact_strict": False, "n": n, "accuracy": k / n if n else math.nan, "accuracy_ci95": list(wilson(k, n)),
             "ar_accuracy": k / n if n else math.nan, "lost": 0, "gained": 0, "p_value": 1.0, "speedup": 1.0,
             "speedup_ci95": [1.0, 1.0], "tokens_per_s": tokens_per_s(ar.trace), "step_acceptance": None,
             "capped": capped(ar.trace), "ar_capped": capped(ar.trace), "loadavg": load_averages(ar.meta)}
+
+
+def ar_agreement(ar: Run, ref: Run) -> dict:
+    """How far two ar runs on different CPUs agree, problem by problem: ``n`` shared problems, ``same_correct``
+    (both right or both wrong), ``same_text`` (the same answer text; None without texts).  Greedy decoding is
+    deterministic per CPU, but another instruction set sums in another order and can flip a near tie."""
+    ids = sorted(set(ar.correct) & set(ref.correct))
+    texts = [{r.request: r.text for r in run.trace.requests} for run in (ar, ref)]
+    same_text = None if any(t.get(i) is None for t in texts for i in ids) else sum(texts[0][i] == texts[1][i]
+                                                                                    for i in ids)
+    return {"cpu": cpu_name(ar.meta), "ref_cpu": cpu_name(ref.meta), "n": len(ids),
+            "same_correct": sum(ar.correct[i] == ref.correct[i] for i in ids), "same_text": same_text}
 
 
 def tokens_per_s(trace: Trace) -> float:
@@ -407,39 +495,47 @@ def pct(p: float | None, ci: list[float] | None = None) -> str:
 
 
 def markdown(rows: list[dict]) -> list[str]:
-    out = [("| mode | verifier | problems | accuracy [95% CI] | ar on them | lost / gained | McNemar p | "
+    out = [("| mode | verifier | CPU | problems | accuracy [95% CI] | ar on them | lost / gained | McNemar p | "
             "step acceptance [95% CI] | speedup vs ar [95% CI] | capped (ar) |"),
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         vs = "-" if r["mode"] == "ar" else f"{r['lost']} / {r['gained']}"
         p = "-" if r["mode"] == "ar" else f"{r['p_value']:.3g}"
         speed = "1" if r["mode"] == "ar" else with_ci(r["speedup"], r["speedup_ci95"])
-        out.append(f"| {r['mode']} | {'-' if r['mode'] == 'ar' else r['label']} | {r['n']} | "
+        out.append(f"| {r['mode']} | {'-' if r['mode'] == 'ar' else r['label']} | {r['cpu']} | {r['n']} | "
                    f"{pct(r['accuracy'], r['accuracy_ci95'])} | {pct(r['ar_accuracy'])} | {vs} | {p} | "
                    f"{pct(r['step_acceptance'], r.get('step_acceptance_ci95'))} | {speed} | "
                    f"{r['capped']} ({r['ar_capped']}) |")
     return out
 
 
-def notes(ar: Run, rows: list[dict], missing: list[str], reps: int, pick: dict | None) -> list[str]:
-    hw = ar.meta.get("hardware") or {}
+def notes(ars: list[Run], rows: list[dict], missing: list[str], reps: int, pick: dict | None,
+          agree: list[dict]) -> list[str]:
+    ar = ars[0]
     cfg = (ar.meta.get("config") or {}).get("ar", {})
+    cpus = " and ".join(f"{cpu_name(x.meta)} ({x.meta.get('cpus')} cpus)" for x in ars)
     out = [(f"- {ar.meta.get('n')} problems of `{ar.meta.get('dataset_name') or ar.meta.get('dataset')}`, cap "
-            f"{cfg.get('max_tokens')} tokens, greedy; lrref {ar.meta.get('backend')} on {hw.get('cpu_model', '?')} "
-            f"({ar.meta.get('cpus')} cpus); each row a separate run, one after the other."),
+            f"{cfg.get('max_tokens')} tokens, greedy; lrref {ar.meta.get('backend')} on {cpus}; each row a separate "
+            "run, one after the other" + ("; each row paired with the ar recorded on its own CPU." if len(ars) > 1
+                                          else ".")),
            ("- Accuracy: Wilson 95%. lost = ar right and the row wrong, gained = the other way, on the same "
             "problems; p = exact two-sided McNemar (binomial) test of lost vs gained. Speedup: tokens/s over ar's on "
             f"the shared problems, paired bootstrap ({reps} resamples). Step acceptance counts token-identical "
             "drafts."),
            f"- {JUDGE_NOTE}.",
            "- Load average (1 min) at start / end: " + ", ".join(
-               f"{r['name']} {fmt(r['loadavg'][0])} / {fmt(r['loadavg'][1])}" for r in rows) + "."]
+               f"{r['name'] if r['mode'] != 'ar' or len(ars) == 1 else 'ar on ' + r['cpu']} {fmt(r['loadavg'][0])} / "
+               f"{fmt(r['loadavg'][1])}" for r in rows) + "."]
     rule = "- Default by the rule (fastest lr-async row with p >= 0.05 and a loss <= 3 points): "
     if pick is None:
         out.append(rule + "none qualifies.")
     else:
         out.append(rule + f"{pick['label']} ({pick['speedup']:.3f}x, lost {pick['lost']} / gained {pick['gained']}, "
                    f"p = {pick['p_value']:.3g}).")
+    for g in agree:
+        text = "" if g["same_text"] is None else f", the same answer text on {g['same_text']}"
+        out.append(f"- ar on {g['cpu']} against ar on {g['ref_cpu']}: right or wrong alike on {g['same_correct']} of "
+                   f"{g['n']} problems{text}.")
     if missing:
         out.append(f"- Not recorded yet: {', '.join(missing)}.")
     return out
@@ -454,13 +550,16 @@ def figure(rows: list[dict]) -> go.Figure:
     fig = go.Figure()
     fig.add_hline(y=0, line={"color": "grey", "dash": "dot"})
     fig.add_vline(x=1, line={"color": "grey", "dash": "dot"})
-    for mode, symbol in (("lr-async", "circle"), ("lr-sync", "square")):
-        rs = [r for r in rows if r["mode"] == mode]
+    cpus = list(dict.fromkeys(r["cpu"] for r in rows))
+    for (mode, symbol), cpu in ((m, c) for m in (("lr-async", "circle"), ("lr-sync", "square")) for c in cpus):
+        rs = [r for r in rows if r["mode"] == mode and r["cpu"] == cpu]
         if not rs:
             continue
         loss = [-100 * r["accuracy_diff"] for r in rs]
+        name = mode if len(cpus) == 1 else f"{mode} ({cpu})"
         fig.add_trace(go.Scatter(
-            x=[r["speedup"] for r in rs], y=loss, mode="markers+text", name=mode, marker={"symbol": symbol, "size": 10},
+            x=[r["speedup"] for r in rs], y=loss, mode="markers+text", name=name,
+            marker={"symbol": symbol if cpu == cpus[0] else symbol + "-open", "size": 10},
             text=[r["name"].removeprefix(mode + "-") for r in rs], textposition="top center",
             error_x={"type": "data", "symmetric": False, "thickness": 1,
                      "array": [r["speedup_ci95"][1] - r["speedup"] for r in rs],
@@ -477,19 +576,20 @@ def figure(rows: list[dict]) -> go.Figure:
 
 
 def report(a: argparse.Namespace) -> None:
-    ar, runs, missing = recorded(a.report)
+    ars, runs, missing = recorded_all(a.report)
     rng = np.random.default_rng(0)
-    rows = [ar_row(ar)] + [quality_row(r, ar, rng, a.reps) for r in runs]
+    rows = [ar_row(ar) for ar in ars] + [quality_row(r, r.ar, rng, a.reps) for r in runs]
     pick = pick_default(rows)
-    text = notes(ar, rows, missing, a.reps, pick)
+    agree = [ar_agreement(ar, ars[0]) for ar in ars[1:]]
+    text = notes(ars, rows, missing, a.reps, pick, agree)
     print("\n".join(markdown(rows) + [""] + text))
-    fig = figure(rows[1:])  # everything computed before anything is written
+    fig = figure([r for r in rows if r["mode"] != "ar"])  # everything computed before anything is written
     data = {"rows": rows, "default_pick": None if pick is None else pick["name"],
             "rule": "fastest lr-async row with exact McNemar p >= 0.05 against ar and a loss <= 3 points",
-            "notes": text, "source": str(a.report)}
+            "notes": text, "ar_agreement": agree, "source": [str(p) for p in a.report]}
     atomic_write(a.figures / "answer_quality.json", json.dumps(data, indent=1) + "\n")
     title = (f"Answer quality vs speed: {rows[0]['n']} GSM8K test problems, <= "
-             f"{settings(ar.meta, 'ar')[2]} tokens (lrref {ar.meta.get('backend')}, CPU)")
+             f"{settings(ars[0].meta, 'ar')[2]} tokens (lrref {ars[0].meta.get('backend')}, CPU)")
     finish(fig, argparse.Namespace(out=a.figures), "answer_quality", title)
 
 
@@ -500,22 +600,29 @@ def cpu_label(prov: dict, meta: dict) -> str:
     """``AMD EPYC, AVX-512 + BF16 (2 cpus)``: lscpu's model name does not tell two CPU kinds of one vendor apart
     (this project had an AVX2-only and a Zen 4 AMD EPYC), the widest vector and bfloat16 instructions
     ``lrref bench`` found (its ``hardware.cpu_flags``) do."""
-    flags = set((meta.get("hardware") or {}).get("cpu_flags") or ())
-    isa = next((name for flag, name in (("amx_tile", "AMX"), ("avx512_bf16", "AVX-512 + BF16"),
-                                        ("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), None)
-    model = prov.get("cpu_model", "?") + (f", {isa}" if isa else "")
+    kind = isa((meta.get("hardware") or {}).get("cpu_flags") or ())
+    model = prov.get("cpu_model", "?") + (f", {kind}" if kind else "")
     return f"{model} ({prov.get('cpus', '?')} cpus)"
 
 
-def readme(out: Path, runs: list[tuple[Row, dict, dict]]) -> str:
-    """The packed data's README: what, how recorded, the problems' source, one line per row."""
+def _rel(p: Path) -> Path:
+    try:
+        return p.resolve().relative_to(ROOT)
+    except ValueError:
+        return p
+
+
+def readme(out: Path, runs: list[tuple[Row, dict, dict]], dest: Path = DATA) -> str:
+    """The packed data's README: what, how recorded, the problems' source, one line per row (``dest``: where it
+    is packed; a folder beside :data:`DATA`, another CPU's recording, is reported together with it)."""
+    report = " ".join(str(_rel(d)) for d in dict.fromkeys([DATA, dest]))
     head = f"""# Answer-quality traces (issue 19)
 
 Recorded by `python studies/answer_quality.py --record {out}` (one `lrref bench` per row, one after the other;
 every row on the same problems). Per row: `results.json` and `results.csv` (that run's table and meta),
 `provenance.txt` (the exact command, CPU model, cpus, git commit, load averages, dates) and the gzipped trace
 with step and answer texts. Packed by `python studies/answer_quality.py --pack {out}`; reported by
-`python studies/answer_quality.py --report {DATA.relative_to(ROOT)}`.
+`python studies/answer_quality.py --report {report}`.
 
 Problems: `lrref/data/gsm8k_test.jsonl`, the first 100 lines of GSM8K's test set (openai/grade-school-math,
 `grade_school_math/data/test.jsonl` at commit 3101c7d5072418e28b9008a6636bde82a006892c, MIT licence; see
@@ -559,7 +666,7 @@ def pack(a: argparse.Namespace) -> None:
                 shutil.copy2(src / f, dst / f)
             for t in traces_of(src):
                 gzip_copy(t, dst)
-        (tmp / "README.md").write_text(readme(a.pack, found))
+        (tmp / "README.md").write_text(readme(a.pack, found, a.dest))
     print(f"packed {len(found)} row(s) into {a.dest}")
 
 

@@ -23,8 +23,12 @@ off by a time limit resumes where it stopped; ``--force`` redoes them):
 
 Stated times (``--list``) come from the hardware model's own eager prediction for the device (x warm-up +
 repeats, plus the cache prefill), so they are estimates; every subprocess part runs under a timeout of 3x its
-estimate (at least 2 min).  On a lent GPU machine (10-minute commands, 30 minutes in all) run it a few parts per
-call; see docs/how-to/predict-gpu.md, "GPU campaign".
+estimate (at least 2 min); ``compare``, ``pack`` and ``validate`` read the other parts' files, so they run every
+time.  On a lent GPU machine (15 minutes of device time a session, the machine's start included: ~7 min on
+2026-11-26) the campaign spans sessions: ``--archive $OUT/campaign.tar.gz`` rewrites one archive after every part
+(a command killed at its limit still returns what finished), its pack is committed, and the next session's
+``--resume-from studies/data/gpu-<device>`` skips the parts that pack holds; see docs/how-to/predict-gpu.md,
+"GPU campaign".
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ WARMUP, REPEATS = 2, 5
 TRACE_N, TRACE_TOKENS = 2, 256  # problems per mode and tokens per problem of the random-weight traces
 
 
+class UsageError(Exception):
+    """Bad input: ``main`` prints it on one line and exits 2."""
+
+
 @dataclass
 class Part:
     """One resumable piece of the campaign."""
@@ -64,6 +72,7 @@ class Part:
     estimate_s: float
     run: Callable[[Campaign], dict]
     default: bool = True
+    derived: bool = False  # computed from the other parts' files: run every time (a marker would leave it stale)
 
 
 @dataclass
@@ -179,7 +188,7 @@ def profile_command(c: Campaign, arch: str) -> list[str]:
 def run_logged(c: Campaign, cmd: list[str], timeout: float, log: str) -> subprocess.CompletedProcess:
     """Run a subprocess, its output to ``work/LOG``; a failure raises with the log's tail."""
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT,
-                       env=os.environ | {"PYTHONPATH": str(ROOT)})
+                       env=os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
     (c.work / log).write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     if r.returncode:
         raise RuntimeError(f"exit {r.returncode}: {' '.join(cmd[2:6])} ...: {(r.stderr or r.stdout)[-400:]}")
@@ -289,8 +298,8 @@ def compare_rows(c: Campaign) -> list[dict]:
     """Measured (this device) vs the hardware model for its spec, per profile and architecture."""
     import numpy as np
 
-    from lrsim.gpu.fit import load_fit, predict_ms, profile_points
     from lrsim.cost.profile import read_profile
+    from lrsim.gpu.fit import load_fit, predict_ms, profile_points
 
     eff, _ = load_fit()
     rows = []
@@ -310,8 +319,8 @@ def h100_rows(c: Campaign) -> list[dict]:
     """On an H100: this run's kernel sums against the embedded H100 profiles at the shared grid points."""
     if c.spec != "h100-sxm":
         return []
-    from lrsim.gpu.fit import PROFILE_DIR, profile_points
     from lrsim.cost.profile import read_profile
+    from lrsim.gpu.fit import PROFILE_DIR, profile_points
 
     rows = []
     for f in sorted(c.work.glob("kernels-*.json")):
@@ -436,9 +445,10 @@ def parts(c: Campaign) -> list[Part]:
         out.append(Part(f"traces-{t}", f"lrref bench --random-weights {t},{d} ar, lr-sync, lr-async",
                         estimate_traces_s(c, t), lambda c, t=t, d=d: _run_traces(c, t, d)))
     out += [Part("compare", "measured vs the hardware model (and vs the embedded H100 profiles on an H100)", 5,
-                 part_compare),
-            Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack),
-            Part("validate", "studies/gpu_model_validation.py --profiles on the pack", 20, part_validate),
+                 part_compare, derived=True),
+            Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack, derived=True),
+            Part("validate", "studies/gpu_model_validation.py --profiles on the pack", 20, part_validate,
+                 derived=True),
             Part("paper-check", "studies/paper_check.py into the pack (4 min on 2 cores)", 300, part_paper_check,
                  default=False)]
     return out
@@ -458,10 +468,10 @@ def _run_traces(c: Campaign, target: str, draft: str) -> dict:
 
 
 def run_part(c: Campaign, p: Part, force: bool) -> str:
-    """Run one part unless its marker says it is done; write the marker (done or failed)."""
+    """Run one part unless its marker says it is done (a derived part always runs); write the marker."""
     done = c.work / "parts" / f"{p.name}.done.json"
     done.parent.mkdir(exist_ok=True)
-    if done.is_file() and not force:
+    if done.is_file() and not force and not p.derived:
         return "skipped (done)"
     t0 = time.perf_counter()
     try:
@@ -474,6 +484,51 @@ def run_part(c: Campaign, p: Part, force: bool) -> str:
     done.write_text(json.dumps({"status": "done", "wall_s": round(wall, 1), "estimate_s": round(p.estimate_s, 1),
                                 "what": p.what, "result": result}, indent=1) + "\n")
     return f"done in {wall:.1f} s (stated {p.estimate_s:.0f} s)"
+
+
+def resume_from(c: Campaign, pack: Path) -> list[str]:
+    """Restore a committed pack (an earlier session's, maybe on another machine) into the work folder: its files,
+    and a marker for each measuring part its manifest says is done, so those parts are skipped.  Returns their
+    names.  Files already in the work folder are kept (they are this machine's)."""
+    man_path = pack / "manifest.json"
+    if not man_path.is_file():
+        raise UsageError(f"--resume-from {pack}: no manifest.json there (not a campaign pack)")
+    man = json.loads(man_path.read_text())
+    if man.get("format") != "lr-gpu-campaign":
+        raise UsageError(f"--resume-from {pack}: manifest format {man.get('format')!r}, "
+                         "not lr-gpu-campaign")
+    if man.get("spec") != c.spec:
+        raise UsageError(f"--resume-from {pack}: packed on {man.get('spec')}, this device is {c.spec}")
+    for f in man.get("files", []):
+        src, dst = pack / f, c.work / f
+        if src.is_file() and not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    derived = {p.name for p in parts(c) if p.derived}
+    done = []
+    (c.work / "parts").mkdir(exist_ok=True)
+    for name, m in man.get("parts", {}).items():
+        if m.get("status") == "done" and name not in derived:
+            marker = c.work / "parts" / f"{name}.done.json"
+            if not marker.exists():
+                marker.write_text(json.dumps({k: v for k, v in m.items() if k != "status"}
+                                             | {"status": "done", "resumed_from": str(pack)}, indent=1) + "\n")
+            done.append(name)
+    return done
+
+
+def write_archive(c: Campaign, dest: Path) -> None:
+    """The work folder (markers and logs too) and the pack as one ``.tar.gz``, replaced atomically: written after
+    every part, so a command killed at its time limit still leaves everything finished before it."""
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(c.work, arcname="work")
+        if c.out.is_dir():
+            tar.add(c.out, arcname="pack")
+    os.replace(tmp, dest)
 
 
 def setup(a: argparse.Namespace) -> Campaign:
@@ -489,7 +544,7 @@ def setup(a: argparse.Namespace) -> Campaign:
             return Campaign(a.device, a.tiny, a.work or ROOT / "runs" / f"gpu-campaign-{spec}",
                             a.out or ROOT / "studies" / "data" / f"gpu-{spec}", spec, get_device(spec).memory_gib)
         if not torch.cuda.is_available():
-            raise SystemExit(f"gpu_campaign: --device {a.device}: torch sees no CUDA device")
+            raise UsageError(f"--device {a.device}: torch sees no CUDA device")
         from lrsim.gpu.devices import device_for_name
 
         name = torch.cuda.get_device_name(torch.device(a.device))
@@ -513,18 +568,26 @@ def main() -> int:
     ap.add_argument("--spec", help="lrsim.gpu device spec of this device (default: from its name)")
     ap.add_argument("--work", type=Path, help="working folder (default runs/gpu-campaign-<device>)")
     ap.add_argument("--out", type=Path, help="the pack (default studies/data/gpu-<device>)")
+    ap.add_argument("--archive", type=Path, metavar="FILE.tar.gz",
+                    help="after every part, write the work folder and the pack to this archive (atomically): on a "
+                         "lent machine put it under $OUT, so a command killed at its limit still returns its data")
+    ap.add_argument("--resume-from", type=Path, metavar="PACK",
+                    help="a committed pack of an earlier campaign on this device: its finished measuring parts are "
+                         "restored into --work and skipped; compare, pack and validate run again over everything")
     a = ap.parse_args()
     c = setup(a)
     plan = parts(c)
     chosen = [p for p in plan if (p.name in a.parts.split(",") if a.parts else p.default)]
     unknown = set(a.parts.split(",")) - {p.name for p in plan} if a.parts else set()
     if unknown:
-        raise SystemExit(f"gpu_campaign: unknown part(s) {', '.join(sorted(unknown))}: {', '.join(p.name for p in plan)}")
+        raise UsageError(f"unknown part(s) {', '.join(sorted(unknown))}: {', '.join(p.name for p in plan)}")
     print(f"campaign on {c.device} (spec {c.spec or 'none'}), work {c.work}, pack {c.out}")
     for p in chosen:
         print(f"  {p.name:<22} ~{p.estimate_s / 60:5.1f} min  {p.what}")
     if a.list:
         return 0
+    if a.resume_from:
+        print(f"resumed from {a.resume_from}: {', '.join(resume_from(c, a.resume_from)) or 'no finished parts'}")
     t0, failed = time.perf_counter(), 0
     for p in chosen:
         if a.budget_s is not None and time.perf_counter() - t0 + p.estimate_s > a.budget_s:
@@ -534,8 +597,14 @@ def main() -> int:
         status = run_part(c, p, a.force)
         failed += status.startswith("FAILED")
         print(f"{p.name}: {status}", flush=True)
+        if a.archive:
+            write_archive(c, a.archive)
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except UsageError as e:
+        print(f"gpu_campaign: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -24,14 +24,15 @@ def aq(monkeypatch):
 
 
 def fake_run(folder: Path, mode: str, correct: list[bool], seconds: list[float], done: int | None = None,
-             decisions: list[bool] = (), n: int | None = None, max_tokens: int = 512, capped: int = 0) -> None:
-    """A recorded bench run of one row: results.json, provenance.txt, a trace whose requests carry ``correct``
-    (20 tokens each; the first ``capped`` stopped at the cap)."""
+             decisions: list[bool] = (), n: int | None = None, max_tokens: int = 512, capped: int = 0,
+             cpu: str = "test cpu", flags: list[str] | None = None) -> None:
+    """A recorded bench run of one row on CPU ``cpu`` with ``flags``: results.json, provenance.txt, a trace whose
+    requests carry ``correct`` (20 tokens each; the first ``capped`` stopped at the cap)."""
     folder.mkdir(parents=True)
     n = len(correct) if n is None else n
     meta = {"n": n, "done": n if done is None else done, "dataset": "/x/gsm8k_test.jsonl", "dataset_name": "gsm8k-test",
             "backend": "llamacpp", "config": {mode: {"max_tokens": max_tokens, "gamma": 4}},
-            "loadavg_start": [0.1, 0, 0], "loadavg_now": [0.2, 0, 0], "cpus": 2, "hardware": {"cpu_model": "test cpu"}}
+            "loadavg_start": [0.1, 0, 0], "loadavg_now": [0.2, 0, 0], "cpus": 2, "hardware": {"cpu_model": cpu, "cpu_flags": flags}}
     (folder / "results.json").write_text(json.dumps({"meta": meta, "modes": [{"mode": mode}]}))
     (folder / "results.csv").write_text("mode\n" + mode + "\n")
     (folder / "provenance.txt").write_text("cpu_model: test cpu\ncpus: 2\nloadavg_start: 0.10 0 0\n"
@@ -79,6 +80,63 @@ def test_report_rows_hold_the_paired_numbers(aq, tmp_path, capsys):
     assert "| 5 / 0 | 0.0625 |" in text and "lr-async-judge-2 (incomplete: 5 of 10)" in text
     assert "math: numbers agree, then cosine >= 0.85 (1.500x" in text
     assert (tmp_path / "fig" / "answer_quality.html").exists()
+
+
+def test_report_pairs_each_row_with_the_ar_of_its_own_cpu(aq, tmp_path, capsys):
+    """Rows recorded on a second CPU sit in a folder of their own with that CPU's ar: their speedup and their
+    lost / gained come from it, and the two ars are compared problem by problem."""
+    out, other = study(tmp_path), tmp_path / "other"
+    avx2 = ["avx2", "fma"]
+    fake_run(other / "ar", "ar", [True] * 5 + [False] * 5, [4.0] * 10, cpu="AMD EPYC", flags=avx2)  # 5 tok/s
+    fake_run(other / "lr-sync-math-0.85", "lr-sync", [True] * 4 + [False] * 5 + [True], [8.0] * 10, cpu="AMD EPYC",
+             flags=avx2)
+    fig = tmp_path / "fig"
+    assert aq.main(["--report", str(out), str(other), "--figures", str(fig), "--reps", "50"]) == 0
+    data = json.loads((fig / "answer_quality.json").read_text())
+    assert [(r["name"], r["cpu"]) for r in data["rows"]] == [
+        ("ar", "test cpu"), ("ar", "AMD EPYC, AVX2"), ("lr-async-exact-strict", "test cpu"),
+        ("lr-async-math-0.85", "test cpu"), ("lr-async-embedding-0.85", "test cpu"), ("lr-sync-math-0.85",
+                                                                                      "AMD EPYC, AVX2")]
+    sync = data["rows"][-1]
+    # against the AVX2 ar (4 s a problem), not the first folder's (2 s): 0.5x, not 0.25x; lost 1, gained 1 of its 5
+    assert sync["speedup"] == pytest.approx(0.5) and (sync["lost"], sync["gained"], sync["ar_accuracy"]) == (1, 1, 0.5)
+    assert data["ar_agreement"] == [{"cpu": "AMD EPYC, AVX2", "ref_cpu": "test cpu", "n": 10, "same_correct": 9,
+                                     "same_text": None}]
+    text = capsys.readouterr().out
+    assert "right or wrong alike on 9 of 10 problems" in text and "| lr-sync | math" in text
+    assert "lr-sync-math-0.85" not in text.split("Not recorded yet:")[1]
+    assert "paired with the ar recorded on its own CPU" in text
+
+
+@pytest.mark.parametrize("where, message", [
+    ("both", "complete in both"),
+    ("cpu", "recorded on AMD EPYC, AVX2, its ar on test cpu"),
+])
+def test_report_refuses_a_row_twice_or_off_its_ars_cpu(aq, tmp_path, capsys, where, message):
+    out, other = study(tmp_path), tmp_path / "other"
+    fake_run(other / "ar", "ar", [True] * 10, [4.0] * 10)
+    row = "lr-async-math-0.85" if where == "both" else "lr-sync-math-0.85"
+    fake_run(other / row, "lr-sync" if where == "cpu" else "lr-async", [True] * 10, [4.0] * 10,
+             cpu="AMD EPYC" if where == "cpu" else "test cpu", flags=["avx2"] if where == "cpu" else None)
+    assert aq.main(["--report", str(out), str(other), "--figures", str(tmp_path / "fig")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and not (tmp_path / "fig").exists()
+
+
+def test_plan_takes_ars_rate_from_an_ar_recorded_on_this_cpu(aq, tmp_path, capsys):
+    from lrref.cpu import cpu_flags, cpu_model
+
+    out = tmp_path / "out"
+    fake_run(out / "ar", "ar", [True] * 4, [2.5] * 4, cpu=cpu_model(), flags=sorted(cpu_flags() or ()))  # 8 tok/s
+    args = ["--record", str(out), "--n", "4", "--dry-run", "--rows", "ar,lr-async-judge-2", "--mean-tokens", "300"]
+    assert aq.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"ar at 8 tok/s (measured by {out / 'ar'} on this CPU)" in lines[1]
+    # 4 problems x 300 tokens at 8 tok/s x 0.179 (judge) = 838 s
+    assert "0.23 h (at  1.43 tok/s)" in lines[2]
+    fake_run(tmp_path / "elsewhere" / "ar", "ar", [True] * 4, [2.5] * 4, cpu="another cpu")
+    assert aq.main(args[:1] + [str(tmp_path / "elsewhere")] + args[2:]) == 0
+    assert f"ar at {aq.AR_RATE:g} tok/s ({aq.AR_MACHINE})" in capsys.readouterr().out
 
 
 def test_pick_default_rule(aq):
@@ -164,7 +222,7 @@ def test_pack_gzips_complete_rows_with_a_readme(aq, tmp_path, capsys):
 def test_the_readme_tells_two_cpus_of_one_name_apart(aq):
     """lscpu names an AVX2-only and a Zen 4 AMD EPYC alike; the flags lrref bench recorded tell them apart."""
     prov = {"cpu_model": "AMD EPYC", "cpus": "2"}
-    hw = lambda *flags: {"hardware": {"cpu_flags": list(flags)}}  # noqa: E731
+    hw = lambda *flags: {"hardware": {"cpu_flags": list(flags)}}
     assert aq.cpu_label(prov, hw("avx2", "fma")) == "AMD EPYC, AVX2 (2 cpus)"
     assert aq.cpu_label(prov, hw("avx2", "avx512f", "avx512_bf16")) == "AMD EPYC, AVX-512 + BF16 (2 cpus)"
     assert aq.cpu_label(prov, hw("avx512f", "avx512_bf16", "amx_tile")).startswith("AMD EPYC, AMX ")
