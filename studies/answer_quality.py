@@ -457,9 +457,9 @@ def ar_agreement(ar: Run, ref: Run) -> dict:
     (both right or both wrong), ``same_text`` (the same answer text; None without texts).  Greedy decoding is
     deterministic per CPU, but another instruction set sums in another order and can flip a near tie."""
     ids = sorted(set(ar.correct) & set(ref.correct))
-    texts = [{r.request: r.text for r in run.trace.requests} for run in (ar, ref)]
-    same_text = None if any(t.get(i) is None for t in texts for i in ids) else sum(texts[0][i] == texts[1][i]
-                                                                                    for i in ids)
+    a, b = ({r.request: r.text for r in run.trace.requests} for run in (ar, ref))
+    has_texts = all(t.get(i) is not None for t in (a, b) for i in ids)
+    same_text = sum(a[i] == b[i] for i in ids) if has_texts else None
     return {"cpu": cpu_name(ar.meta), "ref_cpu": cpu_name(ref.meta), "n": len(ids),
             "same_correct": sum(ar.correct[i] == ref.correct[i] for i in ids), "same_text": same_text}
 

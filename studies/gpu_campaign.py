@@ -187,8 +187,9 @@ def profile_command(c: Campaign, arch: str) -> list[str]:
 
 def run_logged(c: Campaign, cmd: list[str], timeout: float, log: str) -> subprocess.CompletedProcess:
     """Run a subprocess, its output to ``work/LOG``; a failure raises with the log's tail."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the caller's entries kept
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT,
-                       env=os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+                       env=os.environ | {"PYTHONPATH": path})
     (c.work / log).write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     if r.returncode:
         raise RuntimeError(f"exit {r.returncode}: {' '.join(cmd[2:6])} ...: {(r.stderr or r.stdout)[-400:]}")
@@ -486,7 +487,7 @@ def run_part(c: Campaign, p: Part, force: bool) -> str:
     return f"done in {wall:.1f} s (stated {p.estimate_s:.0f} s)"
 
 
-def resume_from(c: Campaign, pack: Path) -> list[str]:
+def resume_from(c: Campaign, pack: Path, plan: list[Part]) -> list[str]:
     """Restore a committed pack (an earlier session's, maybe on another machine) into the work folder: its files,
     and a marker for each measuring part its manifest says is done, so those parts are skipped.  Returns their
     names.  Files already in the work folder are kept (they are this machine's)."""
@@ -504,7 +505,7 @@ def resume_from(c: Campaign, pack: Path) -> list[str]:
         if src.is_file() and not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
-    derived = {p.name for p in parts(c) if p.derived}
+    derived = {p.name for p in plan if p.derived}
     done = []
     (c.work / "parts").mkdir(exist_ok=True)
     for name, m in man.get("parts", {}).items():
@@ -587,7 +588,7 @@ def main() -> int:
     if a.list:
         return 0
     if a.resume_from:
-        print(f"resumed from {a.resume_from}: {', '.join(resume_from(c, a.resume_from)) or 'no finished parts'}")
+        print(f"resumed from {a.resume_from}: {', '.join(resume_from(c, a.resume_from, plan)) or 'no finished parts'}")
     t0, failed = time.perf_counter(), 0
     for p in chosen:
         if a.budget_s is not None and time.perf_counter() - t0 + p.estimate_s > a.budget_s:

@@ -32,7 +32,8 @@ def fake_run(folder: Path, mode: str, correct: list[bool], seconds: list[float],
     n = len(correct) if n is None else n
     meta = {"n": n, "done": n if done is None else done, "dataset": "/x/gsm8k_test.jsonl", "dataset_name": "gsm8k-test",
             "backend": "llamacpp", "config": {mode: {"max_tokens": max_tokens, "gamma": 4}},
-            "loadavg_start": [0.1, 0, 0], "loadavg_now": [0.2, 0, 0], "cpus": 2, "hardware": {"cpu_model": cpu, "cpu_flags": flags}}
+            "loadavg_start": [0.1, 0, 0], "loadavg_now": [0.2, 0, 0], "cpus": 2,
+            "hardware": {"cpu_model": cpu, "cpu_flags": flags}}
     (folder / "results.json").write_text(json.dumps({"meta": meta, "modes": [{"mode": mode}]}))
     (folder / "results.csv").write_text("mode\n" + mode + "\n")
     (folder / "provenance.txt").write_text("cpu_model: test cpu\ncpus: 2\nloadavg_start: 0.10 0 0\n"
