@@ -50,6 +50,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from lrsim.atomic import atomic_output  # after the path above; standard library only, like lrsim.errors
+from lrsim.errors import UsageError, run_command
+
 PAPER_ARCHS = ("qwen2.5-1.5b", "qwen2.5-32b", "qwen2.5-7b", "qwen3-1.7b", "qwen3-32b")
 GRID = {"context": (0, 1024, 4096, 8192, 16384, 32768), "batch": (1, 2, 4, 8, 16, 32), "positions": (1, 2, 4, 8, 16)}
 KERNEL_GRID = {"context": (0, 1024, 8192), "batch": (1, 2, 4, 8, 16), "positions": (1, 2, 4, 8, 16)}
@@ -57,10 +60,6 @@ TINY = {"context": (0, 32), "batch": (1, 2), "positions": (1, 2)}
 PAIRS = (("qwen2.5-32b", "qwen2.5-1.5b"), ("qwen3-32b", "qwen3-1.7b"))
 WARMUP, REPEATS = 2, 5
 TRACE_N, TRACE_TOKENS = 2, 256  # problems per mode and tokens per problem of the random-weight traces
-
-
-class UsageError(Exception):
-    """Bad input: ``main`` prints it on one line and exits 2."""
 
 
 @dataclass
@@ -523,13 +522,10 @@ def write_archive(c: Campaign, dest: Path) -> None:
     every part, so a command killed at its time limit still leaves everything finished before it."""
     import tarfile
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
+    with atomic_output(dest) as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
         tar.add(c.work, arcname="work")
         if c.out.is_dir():
             tar.add(c.out, arcname="pack")
-    os.replace(tmp, dest)
 
 
 def setup(a: argparse.Namespace) -> Campaign:
@@ -604,8 +600,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UsageError as e:
-        print(f"gpu_campaign: {e}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(run_command("gpu_campaign", main))
