@@ -109,6 +109,20 @@ def test_report_pairs_each_row_with_the_ar_of_its_own_cpu(aq, tmp_path, capsys):
     assert "paired with the ar recorded on its own CPU" in text
 
 
+def test_a_rows_intervals_do_not_depend_on_the_other_rows(aq, tmp_path):
+    """Each row's bootstrap is seeded by its name: recording another row leaves the intervals in place."""
+    out = study(tmp_path)
+    def cis(fig):
+        assert aq.main(["--report", str(out), "--figures", str(fig), "--reps", "200"]) == 0
+        rows = json.loads((fig / "answer_quality.json").read_text())["rows"]
+        return {r["name"]: (r.get("speedup_ci95"), r.get("accuracy_diff_ci95")) for r in rows if r["mode"] != "ar"}
+    before = cis(tmp_path / "a")
+    fake_run(out / "lr-async-embedding-0.95", "lr-async", [True] * 3 + [False] * 7, [1.5] * 10)
+    after = cis(tmp_path / "b")
+    assert set(after) - set(before) == {"lr-async-embedding-0.95"}
+    assert all(after[k] == v for k, v in before.items())
+
+
 @pytest.mark.parametrize("where, message", [
     ("both", "complete in both"),
     ("cpu", "recorded on AMD EPYC, AVX2, its ar on test cpu"),
