@@ -81,8 +81,8 @@ class Row:
 # relative speeds for the plan, on the AMD EPYC Zen 4 (2 cores) against this study's ar (22.9 tok/s): every
 # lr-async row but score measured by this study (2026-11-25: exact-strict 0.233x, math-0.85 0.281x, embedding 0.95 /
 # 0.90 / 0.85 0.270x / 0.303x / 0.333x, judge-2 0.179x, math-numeric 0.294x); lr-async score-7 0.176x measured on
-# the AMD EPYC with AVX2 against its own ar (2026-11-26); lr-sync math-0.85 0.225x, embedding 0.90 / 0.85 0.240x / 0.287x
-# measured (0.80 / 0.79 / 0.86 of their lr-async rows); on the AMD EPYC with AVX2 against its own ar (2026-11-26)
+# the AMD EPYC with AVX2 against its own ar (2026-11-26); lr-sync math-0.85 0.225x, embedding 0.90 / 0.85 0.240x /
+# 0.287x measured (0.80 / 0.79 / 0.86 of their lr-async rows); on the AMD EPYC with AVX2 against its own ar (2026-11-26)
 # lr-sync exact-strict 0.176x, embedding 0.95 0.225x, math-numeric 0.260x (0.76 / 0.83 / 0.88 of the Zen 4's
 # lr-async rows); the other lr-sync rows (judge, score) assumed at 0.82x (the mean of those six ratios) of theirs.
 _VERIFIERS = (  # (suffix, verifier, threshold, strict, label, lr-async speed, lr-sync speed)
