@@ -15,10 +15,15 @@ the free slot with the longest common token prefix and drops the rest
 shares a longer prefix, copies that slot's KV (``llama_memory_seq_cp``) into
 a free one: the ``gamma + 1`` target rows of an LR cycle prefill their common
 prefix once.  Rows beyond the free slots wait in a queue and join when a slot
-frees.  Per-stream KV keeps each token's KV cell equal to its position, so a
-row's logits do not depend on which other rows share the pass: batched steps,
-chunked prefill and n-gram verification give the same logits as batch-1
-decoding, bit for bit (``tests/test_lrref_llamacpp.py``).
+frees.  Per-stream KV keeps each token's KV cell equal to its position, and a
+row reads only its own sequence's KV.  The logits are not bit-identical across
+ways of cutting the same tokens into passes, though: llama.cpp's CPU flash
+attention (on by default, ``flash_attn=-1``) moved SmolLM2-135M's logits after
+one prefix by up to 1.4 between splits of that prefix into passes (without it,
+multi-token passes agreed bit for bit and one-token passes differed by up to
+0.65; 2-core AMD EPYC with AVX2, 2026-11-26).  Batched steps, chunked prefill
+and n-gram verification therefore give batch-1 decoding's tokens except where
+its top two logits are that close (``tests/test_lrref_llamacpp.py``).
 
 One :meth:`LlamaEngine.step` is one forward pass (one ``llama_decode``, split
 only beyond ``n_batch`` tokens) over every active row: its pending tokens plus

@@ -2,7 +2,8 @@
 
 The same properties as the HF backend's tests: batched steps equal batch-1
 decoding, n-gram speculation changes no token, every LR mode with greedy
-decoding and a token-identical verifier reproduces this backend's own ``ar``,
+decoding and a token-identical verifier reproduces this backend's own ``ar``
+(up to a float tie: ``TIE``),
 lr-async cancels and accounts for stale target work, the traces calibrate; and
 the command line: its trace header, no torch needed, one-line errors.
 Skipped without the binding (``pip install -e '.[llamacpp]'``; CI installs it
@@ -23,6 +24,11 @@ from lrsim.trace import read_trace
 
 TINY = "smollm2-135m-instruct"
 QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
+# llama.cpp's logits after one prefix move with how the prefix is cut into passes (its CPU flash attention): on
+# SmolLM2 they moved by up to 1.4 between splits of one prefix (2-core AMD EPYC with AVX2, 2026-11-26; see
+# lrref.llamacpp_backend), and lr-async's cuts depend on timing. A mode may part from ar only where both tokens are
+# within TIE of the top logit, at the prefix where they part; every token before must match.
+TIE = 1.5
 QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does she spend?",
       "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"]
 MISSING = "--backend llamacpp needs the llama.cpp binding: pip install -e '.[llamacpp]'"
@@ -280,17 +286,33 @@ def runs(tiny, tmp_path_factory):
     return run
 
 
+def _tie_gaps(tgt, q: str, a: list[int], b: list[int]) -> tuple[int | None, list[float]]:
+    """Where ``a`` and ``b`` (decodings of ``q``) first part, and how far each one's token there is below the
+    target's top logit after their common prefix (``None, []`` where they never part)."""
+    from lrref.decoder import DecodeConfig
+
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if first is None:
+        return None, []
+    lg = tgt.next_token_logits([tgt.encode_chat(q, DecodeConfig().system) + a[:first]])[0]
+    return first, [float(lg.max() - lg[t]) for t in (a[first], b[first])]
+
+
 @needs_binding
 @pytest.mark.models
 @pytest.mark.parametrize("mode, kw", [("sd", {}), ("lr-sync", {}), ("lr-sync+sd", {}), ("lr-async", {}),
                                       ("lr-async+sd", {}), ("lr-sync", {"width": 2, "gamma": 2})])
-def test_lossless_against_own_ar(runs, mode, kw):
+def test_lossless_against_own_ar(tiny, runs, mode, kw):
+    """Every token equals ar's, except that the two may part where ar's top two tokens are a float tie (TIE)."""
+    _, tgt, _ = tiny
     ref, _, _ = runs("ar")
     res, tr, _ = runs(mode, **kw)
-    for a, b in zip(ref, res):
-        first = next((i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), None)
-        assert b.ids == a.ids, f"{mode}: diverged at token {first}"
-        assert b.finish == a.finish
+    for q, a, b in zip(QS, ref, res):
+        first, gaps = _tie_gaps(tgt, q, a.ids, b.ids)
+        if first is None:
+            assert b.ids == a.ids and b.finish == a.finish, mode
+        else:
+            assert max(gaps) <= TIE, f"{mode}: diverged at token {first}, {gaps} below the top logit, not a tie"
     assert len(tr.requests) == len(QS) and not tr.warnings
     assert len([s for s in tr.steps if s.committed]) == sum(len(r.steps) for r in res)
     if mode.startswith("lr"):
@@ -298,6 +320,20 @@ def test_lossless_against_own_ar(runs, mode, kw):
         assert decided and all((s.verifier == "identical") == bool(s.decision) for s in decided)
     if "+sd" in mode or mode == "sd":
         assert sum(s.ngram_drafted or 0 for s in tr.steps) > 0
+
+
+@needs_binding
+@pytest.mark.models
+def test_a_divergence_away_from_a_tie_fails(tiny, runs):
+    """The tie allowance refuses a token the target ranks far below its top one (ar's token 10 swapped for its
+    least likely token)."""
+    from lrref.decoder import DecodeConfig
+
+    _, tgt, _ = tiny
+    (a, *_), _, _ = runs("ar")
+    lg = tgt.next_token_logits([tgt.encode_chat(QS[0], DecodeConfig().system) + a.ids[:10]])[0]
+    first, gaps = _tie_gaps(tgt, QS[0], a.ids, a.ids[:10] + [int(lg.argmin())] + a.ids[11:])
+    assert first == 10 and gaps[0] <= TIE < gaps[1]
 
 
 @needs_binding
