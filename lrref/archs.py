@@ -3,10 +3,13 @@
 A forward pass costs the same whatever the weights hold, so a latency profile
 (``lrref profile``) needs only the architecture's ``config.json``.  Shipped:
 the paper's shapes (``qwen2.5-0.5b``, ``qwen2.5-1.5b`` = R1-Distill-Qwen-1.5B,
-``qwen2.5-7b``, ``qwen2.5-32b`` = R1-Distill-Qwen-32B / QwQ-32B, ``qwen3-1.7b``,
-``qwen3-32b``), lrref's default CPU pair (``qwen2.5-coder-0.5b``,
-``qwen2.5-coder-1.5b``) and ``tiny`` for tests; each file's ``_source`` says
-which public ``config.json`` its values are from.  Torch-free.
+``qwen2.5-7b``, ``qwen2.5-32b`` = R1-Distill-Qwen-32B (QwQ-32B: same shapes),
+``qwen3-1.7b``, ``qwen3-32b``), more Llama, Mistral, Qwen2/2.5/3 and
+R1-Distill-Qwen shapes up to 72B (docs/gpu-model.md, "Architectures", lists
+them all; building a 70B model with random weights needs its memory), lrref's
+default CPU pair (``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``) and ``tiny``
+for tests; each file's ``_source`` says which public ``config.json`` its
+values are from.  Torch-free.
 """
 
 from __future__ import annotations
@@ -80,15 +83,17 @@ def _from_file(name: str, path: Path) -> Arch:
 
 
 def load_arch(name: str) -> Arch:
-    """A shipped architecture by name.
+    """A shipped architecture by name, or by an alias of ``lrsim.gpu.archs.ALIASES`` (named as the shipped one).
 
     :raises UsageError: unknown name (one line listing the shipped ones).
     """
-    path = ARCH_DIR / f"{name}.json"
-    if not name or "/" in name or not path.is_file():
+    from lrsim.gpu.archs import canonical
+
+    n = canonical(name) if name else None
+    if n is None:
         raise UsageError(f"unknown architecture {name!r}: shipped are {', '.join(shipped())} "
                          "(or give --model DIR)")
-    return _from_file(name, path)
+    return _from_file(n, ARCH_DIR / f"{n}.json")
 
 
 def arch_from_model(spec: str, cache: str | os.PathLike | None = None) -> Arch:

@@ -57,18 +57,21 @@ class RandomWeights:
 
 
 def resolve_arch(spec: str, cache: str | os.PathLike | None = None) -> Arch:
-    """A shipped architecture by name, else a model directory's (or prepared registry model's) ``config.json``.
+    """A shipped architecture by name or alias (``lrsim.gpu.archs.ALIASES``, any case; named as the shipped one), else
+    a model directory's (or prepared registry model's) ``config.json``.
 
     :raises UsageError: neither (one line listing the shipped names).
     """
+    from lrsim.gpu.archs import canonical
+
     from . import models
 
     spec = spec.strip()
-    if spec in shipped():
+    if canonical(spec) is not None:  # a shipped name or alias wins over a directory of that name (./NAME does not)
         return load_arch(spec)
     if spec not in models.REGISTRY and not os.path.isdir(os.path.expanduser(spec)):
         raise UsageError(f"--random-weights: unknown architecture {spec!r}: shipped are {', '.join(shipped())} "
-                         "(or give a model directory)")
+                         "(aliases: Hugging Face repo ids such as Qwen/Qwen3-8B; or give a model directory)")
     return arch_from_model(spec, cache)
 
 

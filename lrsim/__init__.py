@@ -22,7 +22,7 @@ Never imports torch.  Modules:
                           sync/async, token SD, W, M, latencies
 - :mod:`lrsim.cost`       the one pass-cost model: latency profiles, ``PassCost``, ``HardwareSpec``, calibration
                           of a profile from traces (docs/cost-model.md)
-- :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]``)
+- :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]...``)
 - :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
 - :mod:`lrsim.compose`    a prediction = behaviour (from traces or numbers) + a hardware spec; plans
 - :mod:`lrsim.serve`      serving under load: batched engines, requests, TTFT/TPOT/goodput, crossover rates

@@ -40,31 +40,39 @@ def load_traces(paths: Sequence[str | os.PathLike] | None = None) -> list:
     return [read_trace(p) for p in (default_traces() if paths is None else paths)]
 
 
-def load_profile(spec: Any):
-    """A latency profile: an embedded name (``lrsim profiles``), a file, or ``model:DEVICE[:tpN]``.
+def load_profile(spec: Any, archs: tuple[str, ...] | None = None):
+    """A latency profile: an embedded name (``lrsim profiles``), a file, or a modelled GPU
+    ``model:DEVICE[:tpN][:DTYPE][:ENGINE][:kv-fp8][:wall|kernel]`` (of ``archs``, default every shipped one).
 
     :returns: a ``lrsim.cost.profile.Profile``.
     """
     from .cost.library import load_profile as load
 
-    return load(spec)
+    return load(spec, archs)
 
 
 def hardware(profile: Any, target_arch: str, draft_arch: str | None = None, *, verifier_latency: Any = None,
              judge_arch: str | None = None, target_tp: int = 1, tp_efficiency: float | None = None,
-             extrapolate: str = "linear", below_context: str = "clamp", prefill: str | None = None):
+             extrapolate: str = "linear", below_context: str = "clamp", prefill: str | None = None,
+             draft_hardware: Any = None, verifier_hardware: Any = None, kv_dtype: str | None = None):
     """Where the time goes: a latency profile and the architectures on it (``--hardware`` and its flags).
 
-    :param profile: an embedded profile's name, a file, ``model:DEVICE[:tpN]`` or a loaded profile.
+    :param profile: an embedded profile's name, a file, ``model:DEVICE[:tpN][:DTYPE][:ENGINE]...`` or a loaded
+        profile.
     :param verifier_latency: seconds per verifier call (a number) or a distribution spec such as
         ``"lognormal:0.013,0.5"``; ``judge_arch`` prices an LLM judge from the profile instead.
+    :param draft_hardware: where the draft runs: a profile of devices of its own, ``"colocated"`` (the target's
+        GPUs, sharing their time), or None (a ``model:`` target: one GPU of its device at TP 1).
+    :param verifier_hardware: where the ``judge_arch`` judge runs, likewise.
+    :param kv_dtype: ``"fp8"``: an FP8 KV cache in every modelled profile.
     :returns: a ``lrsim.cost.hardware.HardwareSpec``.
     """
     from .cost.hardware import HardwareSpec
     from .cost.interp import Extrapolation
 
     return HardwareSpec(profile, target_arch, draft_arch, Extrapolation(extrapolate, below_context), target_tp,
-                        tp_efficiency, _dist(verifier_latency), judge_arch, None, prefill)
+                        tp_efficiency, _dist(verifier_latency), judge_arch, None, prefill, draft_hardware,
+                        verifier_hardware, kv_dtype)
 
 
 def _dist(v: Any):

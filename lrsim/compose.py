@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Sequence
@@ -48,7 +49,7 @@ from .dists import Constant, Dist, Empirical
 from .errors import InputError
 from .fields import option
 from .prediction import TINY_C2, Prediction, TracePlan, candidates
-from .sim import SimConfig, simulate
+from .sim import Continuable, SimConfig, sharing, simulate
 from .trace import Setting, Trace, recorded_setting
 
 #: tokens of the LLM-as-a-judge prompt without its two steps: lrref's judge prompt (the paper's, seed 000) in
@@ -136,7 +137,7 @@ def verifier(hw: HardwareSpec, b: Behaviour) -> tuple[Dist | None, str]:
     if hw.verifier_latency is not None:
         return hw.verifier_latency, f"verifier: {hw.verifier_latency.mean * 1e3:.4g} ms per call (given)"
     if hw.judge_arch is not None:
-        prof, n = hw.loaded, judge_prompt(hw, b)
+        prof, n = hw.judge_profile, judge_prompt(hw, b)
         arch = prof.arch(hw.judge_arch)
         ms = prof.prefill_ms(hw.judge_arch, n, 1, hw.extrapolation.above)
         timed = arch.prefill.timed if arch.prefill is not None else prof.timed
@@ -180,7 +181,14 @@ def sim_config(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, see
         draft_sd=setting.k2 > 1, verifier_latency=ver, prompt_tokens=b.prompt_tokens, prefill=hw.kv_prefill,
         spec_fill=b.spec_fill, overlap_accepted=b.overlap_accepted, overlap_rejected=b.overlap_rejected,
         verify_calls=b.verify_calls if setting.mode == "sync" else "one", step_tokens=b.step_tokens,
-        draft_tokens=b.draft_tokens, request_tokens=requests, steps=steps, seed=seed)
+        draft_tokens=b.draft_tokens, request_tokens=requests, steps=steps, seed=seed,
+        colocated=_colocated(hw, setting.mode))
+
+
+def _colocated(hw: HardwareSpec, mode: str) -> str:
+    """Roles sharing the target's device in ``mode`` (a verifier only as a judge; ar has neither)."""
+    roles = [r for r in hw.colocated.split("+") if r != "none" and mode != "ar"]
+    return "+".join(r for r in roles if r != "verifier" or hw.judge_arch is not None) or "none"
 
 
 def cost_ratio(hw: HardwareSpec, b: Behaviour, mode: str = "async") -> float:
@@ -213,11 +221,35 @@ class Outcome:
     own_baseline: bool  #: the speedup is the run's built-in baseline (the mode runs on ar's setup)
 
 
+#: inside plan(): its runs by (behaviour, hardware, setting, seed, correlation), continued rather than started over
+_LIVE: ContextVar[dict | None] = ContextVar("lrsim_compose_live", default=None)
+
+
+def _simulated(cfg: SimConfig, key: tuple):
+    """``simulate(cfg)``; inside :func:`plan`, a configuration already simulated with fewer steps goes on from
+    there (:class:`lrsim.sim.Continuable`: the same result as a new run, without simulating its first steps again)."""
+    live = _LIVE.get()
+    if live is None:
+        return simulate(cfg)
+    try:
+        h = live.get(key)
+    except TypeError:  # a behaviour that cannot be a key (unhashable distribution)
+        return simulate(cfg)
+    if h is None:
+        h = Continuable(cfg)
+        if h.resumable:
+            live[key] = h
+    return h.result(cfg.steps)
+
+
 def run(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, seed: int, correlation: float = 0.0,
         memo: dict | None = None) -> Outcome:
-    """Simulate ``setting`` and its ``ar`` baseline; ``memo`` keeps the baseline across candidates of a plan."""
+    """Simulate ``setting`` and its ``ar`` baseline; ``memo`` keeps the baseline across candidates of a plan.
+
+    Inside :func:`plan` a configuration simulated before with fewer steps is continued (exact).
+    """
     cfg = sim_config(b, hw, setting, steps, seed, correlation)
-    r = simulate(cfg)
+    r = _simulated(cfg, (b, id(hw), setting.mode, setting.k1, setting.k2, setting.width, seed, correlation))
     spt = r.sim_time / r.output_tokens
     if hw.same_setup(setting.mode, "ar") and cfg.prefill == "none":  # the run's own baseline: same costs, no prefill
         return Outcome(float(r.speedup), spt, spt * r.speedup, r, True)
@@ -325,7 +357,22 @@ def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, 
     with ``steps``, and the winner with ``4 steps`` and its interval.  Async
     depths past :func:`async_depth_limit` (or ``k1_max``) are not simulated;
     candidates the profile cannot price (per the extrapolation policy) are left out and noted.
+
+    The numbers are those of separate runs; the work is not repeated: a
+    refined or winning configuration continues its screening run
+    (:class:`lrsim.sim.Continuable`), and sync depths of one ``k2`` share the
+    passes of their steps (:func:`lrsim.sim.sharing`).
     """
+    token = _LIVE.set({})
+    try:
+        with sharing():
+            return _plan(behaviour, hw, budget, k2_max, steps, seed, bootstrap, k1_max, progress, resample)
+    finally:
+        _LIVE.reset(token)
+
+
+def _plan(behaviour, hw: HardwareSpec, budget: int, k2_max: int, steps: int, seed: int, bootstrap: int,
+          k1_max: int | None, progress: bool, resample) -> TracePlan:
     traces = None if isinstance(behaviour, Behaviour) else list(behaviour)
     b = behaviour_from_traces(traces) if traces is not None else behaviour
     if not 0 <= b.alpha1 <= 1:
@@ -339,6 +386,9 @@ def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, 
     if not ranked:
         raise InputError(f"no configuration under M = {budget} can be priced on this profile"
                          + (f" ({skipped[0]})" if skipped else ""))
+    live, keep = _LIVE.get(), {(r["mode"], r["k1"], r["k2"], r["width"]) for r in ranked[:REFINE]}
+    for key in [k for k in live if k[2:6] not in keep]:  # only the refined runs go on
+        del live[key]
     ranked = _refine(b, hw, budget, ranked, steps, seed, memo)
     top = ranked[0]
     best = predict(traces if traces is not None else b, hw, Setting(top["mode"], top["k1"], top["k2"], top["width"]),
@@ -346,7 +396,9 @@ def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, 
     cf, csim = closed_form_plan_of(b, hw, budget, steps, seed, memo)
     screen = max(steps // 4, 1000)
     out = [f"async look-ahead searched up to k1 = {deepest}; the best {REFINE} of the screening ({screen} steps "
-           f"each) re-simulated with {steps}"]
+           f"each; async by successive halving: {max(screen // 4, 1)} each, the better half (at least "
+           f"{2 * REFINE}) on to {max(screen // 2, 1)}, the better half of those to {screen}) re-simulated with "
+           f"{steps}"]
     if skipped:
         out.append(f"{len(skipped)} configuration(s) the profile cannot price were left out, e.g. {skipped[0]}")
     if b.alpha2 is None:
@@ -364,23 +416,47 @@ def _screen(b: Behaviour, hw: HardwareSpec, budget: int, k2s: list[int], deepest
     """Every candidate's simulated speedup, best first, and why some could not be priced.
 
     Async stops deepening for a ``k2`` once its peak exceeds the budget (a deeper look-ahead holds at least as many).
+    Async candidates are screened by successive halving: every one with ``steps / 4``, the better half (at least
+    ``2 REFINE``) of those within the budget continued to ``steps / 2``, the better half of those (at least ``2
+    REFINE``) to ``steps`` (continued runs: the numbers of runs that long); each row holds the steps it got.  A
+    depth that exceeds the budget when continued is dropped with the deeper ones of its ``k2``.
     """
     from tqdm.auto import tqdm
 
     ranked, over, skipped = [], set(), []
     cands = [s for s in candidates(budget, k2s) if s.mode != "async" or s.k1 <= deepest]
+    short = max(steps // 4, 1)
+    race = []  # the async rows still continued
     for s in tqdm(cands, desc="candidates", disable=not progress, leave=False):
         if s.mode == "async" and s.k2 in over:
             continue
+        n = short if s.mode == "async" else steps
         try:
-            o = run(b, hw, s, steps, seed, memo=memo)
+            o = run(b, hw, s, n, seed, memo=memo)
         except InputError as e:
             skipped.append(f"{s.mode} k1 = {s.k1}, k2 = {s.k2}: {e}")
             continue
         if o.run.peak_positions <= budget:
-            ranked.append(_row(s, o, steps))
+            ranked.append(_row(s, o, n))
+            if s.mode == "async":
+                race.append(ranked[-1])
         elif s.mode == "async":
             over.add(s.k2)
+    n, too_deep = short, {}  # k2 -> the shallowest depth over the budget when continued
+    while n < steps and race:
+        n = min(2 * n, steps)
+        race.sort(key=lambda r: -r["speedup"])
+        go, race = race[:max(2 * REFINE, (len(race) + 1) // 2)], []
+        for row in go:
+            s = Setting(row["mode"], row["k1"], row["k2"], row["width"])
+            o = run(b, hw, s, n, seed, memo=memo)
+            if o.run.peak_positions <= budget:
+                row.update(_row(s, o, n))
+                race.append(row)
+            else:
+                too_deep[s.k2] = min(too_deep.get(s.k2, s.k1), s.k1)
+        race = [r for r in race if r["k1"] < too_deep.get(r["k2"], math.inf)]
+    ranked = [r for r in ranked if r["mode"] != "async" or r["k1"] < too_deep.get(r["k2"], math.inf)]
     ranked.sort(key=lambda r: -r["speedup"])
     return ranked, skipped
 

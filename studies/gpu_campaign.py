@@ -1,20 +1,30 @@
-"""One command for what only a GPU can show: profiles, kernel sums, LR traces, model comparison, packed with provenance.
+"""One command for what only a GPU can show: LR traces and their prediction first, then profiles, kernel sums,
+model comparison, packed with provenance.
 
     python studies/gpu_campaign.py --device cuda                  # every default part, resumable
     python studies/gpu_campaign.py --device cuda --list           # the parts and their stated times, nothing run
-    python studies/gpu_campaign.py --device cuda --parts env,peaks,kernels-qwen2.5-1.5b,compare,pack
+    python studies/gpu_campaign.py --device cuda --parts env,traces-qwen2.5-32b,trace-points,compare-traces
     python studies/gpu_campaign.py --device cpu --tiny --out /tmp/c    # the smoke test (tests/test_gpu_campaign.py)
 
-Parts (each writes into ``--work`` and a ``parts/PART.done.json`` marker; a part with a marker is skipped, so a run cut
-off by a time limit resumes where it stopped; ``--force`` redoes them):
+Parts, in the order they run (each writes into ``--work`` and a ``parts/PART.done.json`` marker; a part with a
+marker is skipped, so a run cut off by a time limit resumes where it stopped; ``--force`` redoes them):
 
 - ``env``: the device, its memory, torch / transformers / CUDA versions, ``nvidia-smi`` (seconds);
+- ``traces-qwen2.5-32b``: ``lrref bench --random-weights qwen2.5-32b,qwen2.5-1.5b --device cuda`` (the paper's
+  pair) in ar, lr-sync and lr-async: random verifier at p = 0.5, 2 problems of 192 tokens, steps of 64, depth 4
+  (``TRACES``; 256 tokens would be ~3.4 min by the model's own estimate, past the 3 the first window allows);
+- ``trace-points``: ``lrref profile`` (wall) of only the shapes those traces ran: target and draft at rows 1..5,
+  positions 1, 65 and 129 (a decode, and a row that prefills one or two unseen drafts), contexts 128 and 320;
+- ``compare-traces``: each trace predicted by ``lrsim.predict`` (behaviour from the pair's traces, the mode's
+  recorded setting) on this device's modelled profile in the hf-eager engine (``model:DEVICE:eager``) and on the
+  measured trace points: measured tokens/s, predicted, error, per mode;
 - ``peaks``: achieved bf16 matmul FLOP/s and device-to-device copy bandwidth (to set against the spec; ~1 min);
 - ``profile-ARCH``: ``lrref profile --device cuda`` (wall time, synchronised) of the paper's shapes over context
   0-32K where the model says memory allows, rows 1-32, positions 1-16;
 - ``kernels-ARCH``: kernel sums of the same passes under ``torch.profiler`` (what CUDA graphs approach; the kind
   the embedded H100 profiles and the model's fit use) on a smaller grid;
-- ``traces``: ``lrref bench --random-weights TARGET,DRAFT --device cuda`` in ar, lr-sync and lr-async;
+- ``traces-qwen3-32b``: the other pair's traces, as the first (``compare`` and ``compare-traces`` of a later run
+  include them);
 - ``compare``: every measured grid point against the hardware model for this device (and, on an H100, against
   the embedded H100 profiles);
 - ``pack``: everything into ``studies/data/gpu-<device>/`` with ``manifest.json`` (provenance, per-part times);
@@ -22,13 +32,15 @@ off by a time limit resumes where it stopped; ``--force`` redoes them):
 - ``paper-check`` (not in the defaults: ~4 min on 2 cores): ``studies/paper_check.py`` into the pack.
 
 Stated times (``--list``) come from the hardware model's own eager prediction for the device (x warm-up +
-repeats, plus the cache prefill), so they are estimates; every subprocess part runs under a timeout of 3x its
-estimate (at least 2 min); ``compare``, ``pack`` and ``validate`` read the other parts' files, so they run every
-time.  On a lent GPU machine (15 minutes of device time a session, the machine's start included: ~7 min on
-2026-11-26) the campaign spans sessions: ``--archive $OUT/campaign.tar.gz`` rewrites one archive after every part
-(a command killed at its limit still returns what finished), its pack is committed, and the next session's
-``--resume-from studies/data/gpu-<device>`` skips the parts that pack holds; see docs/how-to/predict-gpu.md,
-"GPU campaign".
+repeats, plus the cache prefill and ~1 s per 2 GB of weights built; the traces' decode through the paper's closed
+form on those passes), so they are estimates; every subprocess part runs under a timeout of 3x its estimate (at
+least 2 min); ``compare-traces``, ``compare``, ``pack`` and ``validate`` read the other parts' files, so they run
+every time.  On a lent GPU machine (15 minutes of device time a session, the machine's start included: ~7 min on
+2026-11-26) the campaign spans sessions: ``--archive $OUT/campaign.tar.gz`` refreshes the pack and rewrites one
+archive after every part (a command killed at its limit still returns what finished, committable), its pack is
+committed, and the next session's ``--resume-from studies/data/gpu-<device>`` skips the parts that pack holds;
+see docs/how-to/predict-gpu.md, "GPU campaign".  ``compare-traces`` needs ``simpy`` and ``validate`` ``plotly``,
+which the lent machine's Python lacks: the how-to carries their wheels.
 """
 
 from __future__ import annotations
@@ -38,11 +50,12 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,9 +70,38 @@ PAPER_ARCHS = ("qwen2.5-1.5b", "qwen2.5-32b", "qwen2.5-7b", "qwen3-1.7b", "qwen3
 GRID = {"context": (0, 1024, 4096, 8192, 16384, 32768), "batch": (1, 2, 4, 8, 16, 32), "positions": (1, 2, 4, 8, 16)}
 KERNEL_GRID = {"context": (0, 1024, 8192), "batch": (1, 2, 4, 8, 16), "positions": (1, 2, 4, 8, 16)}
 TINY = {"context": (0, 32), "batch": (1, 2), "positions": (1, 2)}
-PAIRS = (("qwen2.5-32b", "qwen2.5-1.5b"), ("qwen3-32b", "qwen3-1.7b"))
+PAIRS = (("qwen2.5-32b", "qwen2.5-1.5b"), ("qwen3-32b", "qwen3-1.7b"))  # the first is the paper's: traced first
 WARMUP, REPEATS = 2, 5
-TRACE_N, TRACE_TOKENS = 2, 256  # problems per mode and tokens per problem of the random-weight traces
+POINT_WARMUP, POINT_REPEATS = 1, 3  # trace-points: few shapes, each timed a little less (median of 3)
+PROCESS_S = 10.0  # stated time of starting a Python process that imports torch and transformers
+TRACE_MODES = ("ar", "lr-sync", "lr-async")
+TRACE_P = 0.5  # the random verifier's acceptance probability
+TRACES_BUDGET_S = 180.0  # the paper pair's traces, stated on an H100: what the first window spends before the rest
+PREDICT_STEPS = 20_000  # output steps lrsim simulates per prediction (its default; 2000 in the smoke test)
+ENGINE_PREFILL = "unseen"  # lrref's per-sequence KV: a row prefills the drafts its sequence has not seen
+#                           (lrsim.sim.SimConfig.prefill), on the modelled and the measured profile alike
+
+
+@dataclass(frozen=True)
+class TraceSetup:
+    """What every random-weight trace decodes (``lrref bench`` flags)."""
+
+    n: int  # problems per mode (--n)
+    tokens: int  # generated tokens per problem (--max-tokens)
+    step: int  # step cap (--max-step-tokens): random weights write no separator, so every step ends there
+    gamma: int  # LR depth (--gamma): lr-sync drafts per cycle (k1 = gamma + 1 rows), lr-async steps ahead
+    prompt: int  # random prompt tokens (--prompt-tokens)
+
+    def grid(self) -> dict:
+        """The shapes these traces price (``trace-points``): contexts from the prompt to its end, rows 1..k1,
+        positions 1 (a decode) and 1 + one or two steps (a row prefilling unseen drafts; the prompt's prefill)."""
+        return {"context": (self.prompt, self.prompt + self.tokens), "batch": tuple(range(1, self.gamma + 2)),
+                "positions": (1, self.step + 1, 2 * self.step + 1)}
+
+
+# 2 x 256 tokens (the issue's ask) is ~3.4 min stated on an H100: 3 steps of 64 per problem instead fit 3 minutes
+TRACES = TraceSetup(n=2, tokens=192, step=64, gamma=4, prompt=128)
+TINY_TRACES = TraceSetup(n=1, tokens=24, step=6, gamma=2, prompt=12)
 
 
 @dataclass
@@ -85,6 +127,7 @@ class Campaign:
     spec: str | None = None  # the lrsim.gpu device spec that prices this device
     memory_gib: float | None = None
     log: list = field(default_factory=list)
+    deadline: float | None = None  # time.perf_counter() at which --budget-s ends: a subprocess part stops there
 
     @property
     def archs(self) -> tuple[str, ...]:
@@ -92,7 +135,12 @@ class Campaign:
 
     @property
     def pairs(self) -> tuple[tuple[str, str], ...]:
+        """(target, draft) pairs to trace; the first, the paper's, first of all."""
         return (("tiny", "tiny"),) if self.tiny else PAIRS
+
+    @property
+    def traces(self) -> TraceSetup:
+        return TINY_TRACES if self.tiny else TRACES
 
 
 # --- the device ---------------------------------------------------------------------------------------
@@ -176,23 +224,40 @@ def contexts_that_fit(c: Campaign, arch: str, grid: dict) -> tuple[int, ...]:
 
 def profile_command(c: Campaign, arch: str) -> list[str]:
     g = TINY if c.tiny else GRID
-    ctx = contexts_that_fit(c, arch, g)
-    cmd = [sys.executable, "-m", "lrref.cli", "profile", "--device", c.device, "--arch", arch, "--quiet",
-           "--context", ",".join(map(str, ctx)), "--batch", ",".join(map(str, g["batch"])),
-           "--positions", ",".join(map(str, g["positions"])), "--out", str(c.work / f"profile-{arch}.json")]
-    return cmd + (["--warmup", "1", "--repeats", "2", "--threads", "1"] if c.tiny else
-                  ["--warmup", str(WARMUP), "--repeats", str(REPEATS)])
+    return lrref_profile(c, (arch,), g | {"context": contexts_that_fit(c, arch, g)}, f"profile-{arch}.json",
+                         (1, 2) if c.tiny else (WARMUP, REPEATS))
+
+
+def lrref_profile(c: Campaign, archs: tuple[str, ...], grid: dict, out: str, passes: tuple[int, int]) -> list[str]:
+    """``lrref profile`` of ``archs`` over ``grid`` into ``work/OUT``, ``passes`` = (warm-up, timed) per shape."""
+    cmd = [sys.executable, "-m", "lrref.cli", "profile", "--device", c.device, "--arch", ",".join(archs), "--quiet",
+           "--context", ",".join(map(str, grid["context"])), "--batch", ",".join(map(str, grid["batch"])),
+           "--positions", ",".join(map(str, grid["positions"])), "--out", str(c.work / out),
+           "--warmup", str(passes[0]), "--repeats", str(passes[1])]
+    return cmd + (["--threads", "1"] if c.tiny else [])
 
 
 def run_logged(c: Campaign, cmd: list[str], timeout: float, log: str) -> subprocess.CompletedProcess:
-    """Run a subprocess, its output to ``work/LOG``; a failure raises with the log's tail."""
+    """Run a subprocess in a process group of its own, its output to ``work/LOG``; a failure raises with the log's
+    tail.  Past ``timeout`` or the end of ``--budget-s`` the whole group is killed (lr-async's draft worker too, so
+    no process keeps the GPU's memory) and it raises: what the part wrote so far still goes into the archive."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the caller's entries kept
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=ROOT,
-                       env=os.environ | {"PYTHONPATH": path})
-    (c.work / log).write_text(f"$ {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    if r.returncode:
-        raise RuntimeError(f"exit {r.returncode}: {' '.join(cmd[2:6])} ...: {(r.stderr or r.stdout)[-400:]}")
-    return r
+    if c.deadline is not None:
+        timeout = min(timeout, max(1.0, c.deadline - time.perf_counter()))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=os.environ | {"PYTHONPATH": path}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        (c.work / log).write_text(f"$ {' '.join(cmd)}\n{out}\n{err}\nstopped after {timeout:.0f} s\n")
+        raise RuntimeError(f"stopped after {timeout:.0f} s (3x its stated time, or the end of --budget-s): "
+                           f"{' '.join(cmd[2:6])} ...") from None
+    (c.work / log).write_text(f"$ {' '.join(cmd)}\n{out}\n{err}")
+    if proc.returncode:
+        raise RuntimeError(f"exit {proc.returncode}: {' '.join(cmd[2:6])} ...: {(err or out)[-400:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 @contextlib.contextmanager
@@ -277,21 +342,134 @@ def kernel_sums(c: Campaign, arch: str) -> dict:
 
 
 def trace_command(c: Campaign, target: str, draft: str) -> list[str]:
-    out = c.work / "traces" / f"{target}+{draft}"
+    """``lrref bench --random-weights`` of one pair in ar, lr-sync and lr-async (no ``--require-idle``: a refusal
+    would spend the window, and each trace's header records what else ran, ``hardware.load``)."""
+    ts, out = c.traces, c.work / "traces" / f"{target}+{draft}"
     cmd = [sys.executable, "-m", "lrref.cli", "bench", "--random-weights", f"{target},{draft}", "--device", c.device,
-           "--modes", "ar,lr-sync,lr-async", "--threshold", "0.7", "--out", str(out)]
-    if c.tiny:
-        return cmd + ["--n", "1", "--max-tokens", "24", "--max-step-tokens", "6", "--gamma", "2", "--threads", "1",
-                      "--prompt-tokens", "12", "--async-threads", "1,1"]
-    return cmd + ["--n", str(TRACE_N), "--max-step-tokens", "64", "--max-tokens", str(TRACE_TOKENS), "--gamma", "4"]
+           "--modes", ",".join(TRACE_MODES), "--verifier", "random", "--threshold", str(TRACE_P), "--out", str(out),
+           "--n", str(ts.n), "--max-tokens", str(ts.tokens), "--max-step-tokens", str(ts.step),
+           "--gamma", str(ts.gamma), "--prompt-tokens", str(ts.prompt)]
+    return cmd + (["--threads", "1", "--async-threads", "1,1"] if c.tiny else [])
 
 
-def part_traces(c: Campaign) -> dict:
-    files = []
-    for target, draft in c.pairs:
-        run_logged(c, trace_command(c, target, draft), 1800, f"traces-{target}.log")
-        files += [str(p.relative_to(c.work)) for p in sorted((c.work / "traces" / f"{target}+{draft}").glob("*"))]
-    return {"files": files}
+def points_archs(c: Campaign) -> tuple[str, ...]:
+    """The paper pair's architectures, once each (the tiny pair is one)."""
+    return tuple(dict.fromkeys(c.pairs[0]))
+
+
+def part_trace_points(c: Campaign) -> dict:
+    """``lrref profile`` (wall) of the shapes the paper pair's traces ran, so they replay on a measured profile."""
+    cmd = lrref_profile(c, points_archs(c), c.traces.grid(), "trace-points.json", (POINT_WARMUP, POINT_REPEATS))
+    r = run_logged(c, cmd, max(120.0, 3 * estimate_points_s(c)), "trace-points.log")
+    return {"files": ["trace-points.json"], "grid": c.traces.grid(), "summary": r.stdout.strip()[-300:]}
+
+
+def pair_traces(c: Campaign, target: str, draft: str) -> list:
+    """The pair's traces in this work folder, ar first (none when the pair was not traced)."""
+    from lrsim.trace import read_trace
+
+    folder = c.work / "traces" / f"{target}+{draft}"
+    paths = [folder / f"trace-{m}.jsonl" for m in TRACE_MODES]
+    return [read_trace(p) for p in paths if p.is_file()]
+
+
+def profile_archs(traces: list) -> tuple[str, str]:
+    """The (target, draft) architectures the traces ran, as a profile names them: the models are ``random:ARCH``
+    and the header's ``config.random_weights`` names ARCH; every trace must name the same pair."""
+    names = {(rw.get("target"), rw.get("draft")) for t in traces
+             for rw in [(t.header.config or {}).get("random_weights") or {}]}
+    if len(names) != 1 or None in next(iter(names)):
+        raise UsageError(f"traces of {[str(t.path) for t in traces]}: not one random-weight pair ({sorted(names)})")
+    return next(iter(names))
+
+
+def modelled_profile(c: Campaign):
+    """This device's modelled profile in the hf-eager engine: ``model:SPEC:eager`` (``:hf-eager`` once the engines
+    land; ``:eager`` stays its alias).  With ``--tiny`` the same model of the tiny shape on a grid inside its 512
+    positions (the whole-device grid's 1K context is beyond it, so it prices nothing near the tiny prompt)."""
+    spec = c.spec or "h100-sxm"
+    if not c.tiny:
+        return f"model:{spec}:eager"
+    from lrsim.gpu.synthesize import Grid, synthesize
+
+    return synthesize(f"{spec}:eager", "tiny", grid=Grid(context=(0, 256)))
+
+
+def trace_profiles(c: Campaign, paper: bool) -> list[tuple[str, str, object]]:
+    """(label, name, profile) that price a pair's traces: ``model``, this device's modelled profile, and ``points``,
+    the measured trace points (the paper pair's, when that part ran)."""
+    prof = modelled_profile(c)
+    out = [("model", prof if isinstance(prof, str) else f"{prof.name} (tiny grid)", prof)]
+    if paper and (c.work / "trace-points.json").is_file():
+        out.append(("points", "trace-points.json", str(c.work / "trace-points.json")))
+    return out
+
+
+def measured_tps(trace) -> tuple[float | None, int, float]:
+    """Tokens per second of a trace's finished requests (their tokens over their seconds), tokens, seconds."""
+    done = [r for r in trace.requests if r.end > r.start]
+    tokens, seconds = sum(r.output_tokens for r in done), sum(r.end - r.start for r in done)
+    return (tokens / seconds if seconds else None), tokens, seconds
+
+
+def predict_trace(traces: list, t, profile, archs: tuple[str, str], steps: int) -> dict:
+    """``t`` predicted by ``lrsim.predict`` with timing from ``profile`` (``archs``: target and draft in it, the
+    engine's prefill), behaviour from all the pair's traces (the random verifier's acceptance is the same p in every
+    mode, and an ar trace alone has none) and ``t``'s recorded setting."""
+    import lrsim
+    from lrsim.errors import InputError
+    from lrsim.trace import recorded_setting
+
+    s = recorded_setting(t.header)
+    try:
+        hw = lrsim.hardware(profile, *archs, prefill=ENGINE_PREFILL)
+        p = lrsim.predict(s.mode, s.k1, s.k2, s.width, traces=traces, hardware=hw, steps=steps, bootstrap=0)
+    except InputError as e:  # the profile cannot price a pass: a row that says why, not a failed part
+        return {"predicted_tps": None, "failed": str(e)[:400]}
+    return {"predicted_tps": p.raw.tokens_per_second, "predicted_speedup": p.speedup, "alpha1": p.alpha1,
+            "notes": p.notes}
+
+
+def compare_trace_rows(c: Campaign) -> list[dict]:
+    """One row per traced pair, mode and profile: measured tokens/s, predicted, error (predicted / measured - 1);
+    speedups over the pair's ar trace, measured and predicted."""
+    rows = []
+    for i, (target, draft) in enumerate(c.pairs):
+        traces = pair_traces(c, target, draft)
+        if not traces:
+            continue
+        archs = profile_archs(traces)
+        ar_tps = next((measured_tps(t)[0] for t in traces if t.header.mode == "ar"), None)
+        for label, name, prof in trace_profiles(c, paper=i == 0):
+            for t in traces:
+                tps, tokens, seconds = measured_tps(t)
+                pred = predict_trace(traces, t, prof, archs, 2000 if c.tiny else PREDICT_STEPS)
+                err = pred["predicted_tps"] / tps - 1 if pred["predicted_tps"] is not None and tps else None
+                rows.append({"pair": f"{target}+{draft}", "mode": t.header.mode, "profile": label, "hardware": name,
+                             "archs": list(archs), "tokens": tokens, "seconds": round(seconds, 3),
+                             "measured_tps": tps, "measured_speedup": tps / ar_tps if tps and ar_tps else None}
+                            | pred | {"error": err})
+    return rows
+
+
+def part_compare_traces(c: Campaign) -> dict:
+    """The traces against lrsim's predictions: ``compare-traces.json`` and a line per row."""
+    rows = compare_trace_rows(c)
+    if not rows:
+        raise UsageError(f"no traces in {c.work / 'traces'}: run the traces parts first")
+    doc = {"spec": c.spec, "engine": "hf-eager", "prefill": ENGINE_PREFILL, "rows": rows,
+           "note": "measured: output tokens over request seconds of each trace; predicted: lrsim.predict with "
+                   "behaviour from the pair's traces, timing from the profile"
+                   + ("; smoke test on a CPU priced as an H100: the numbers mean nothing" if c.tiny else "")}
+    (c.work / "compare-traces.json").write_text(json.dumps(doc, indent=1) + "\n")
+    for r in rows:
+        got = (f"predicted {r['predicted_tps']:.2f}, error {100 * r['error']:+.1f}%" if r["error"] is not None
+               else f"not predicted: {r.get('failed', 'no finished request')[:160]}")
+        print(f"  {r['pair']} {r['mode']:<8} on {r['profile']:<6} ({r['hardware']}): measured "
+              f"{r['measured_tps'] or 0:.2f} tok/s, {got}")
+    return {"files": ["compare-traces.json"], "rows": len(rows),
+            "errors": {f"{r['mode']} {r['profile']}": None if r["error"] is None else round(r["error"], 4)
+                       for r in rows if r["pair"] == "+".join(c.pairs[0])}}
 
 
 def compare_rows(c: Campaign) -> list[dict]:
@@ -303,7 +481,8 @@ def compare_rows(c: Campaign) -> list[dict]:
 
     eff, _ = load_fit()
     rows = []
-    for f in sorted(c.work.glob("profile-*.json")) + sorted(c.work.glob("kernels-*.json")):
+    files = sorted(c.work.glob("profile-*.json")) + sorted(c.work.glob("kernels-*.json"))
+    for f in files + sorted(c.work.glob("trace-points.json")):
         for p in profile_points(read_profile(f)):
             if p.arch == "tiny" and not c.tiny:
                 continue
@@ -406,8 +585,13 @@ def _model_setup(c: Campaign, arch: str):
     return Setup(load_arch(arch), get_device(c.spec or "h100-sxm"), load_fit()[0])
 
 
+def build_s(s) -> float:
+    """Stated seconds to build a model with random weights on the device: ~1 s per 2 GB of bf16 weights."""
+    return s.arch.params * 2 / 2e9
+
+
 def estimate_grid_s(c: Campaign, arch: str, grid: dict, passes: int) -> float:
-    """Seconds to time ``passes`` passes of every shape that fits, plus the prefill and the model's build."""
+    """Seconds to time ``passes`` passes of every shape that fits, plus the prefill, the process and the build."""
     if c.tiny:
         return 10.0
     import numpy as np
@@ -419,31 +603,77 @@ def estimate_grid_s(c: Campaign, arch: str, grid: dict, passes: int) -> float:
     L, b, q = np.meshgrid(ctx, grid["batch"], grid["positions"], indexing="ij")
     wall = forward_s(s, L, b, q, "wall") * fits(s, L, b, q)
     prefill = sum(float(forward_s(s, x, 1, 1024, "kernel_sum")) for x in range(0, max(ctx), 1024))
-    return float(passes * wall.sum() + prefill + 10 + s.arch.params * 2 / 2e9)  # build: ~1 s per 2 GB
+    return float(passes * wall.sum() + prefill + PROCESS_S + build_s(s))
 
 
-def estimate_traces_s(c: Campaign, target: str) -> float:
+def estimate_points_s(c: Campaign) -> float:
+    """``trace-points``: both architectures' grids in one process."""
+    archs = points_archs(c)
+    return sum(estimate_grid_s(c, a, c.traces.grid(), POINT_WARMUP + POINT_REPEATS) for a in archs) \
+        - PROCESS_S * (len(archs) - 1) * (not c.tiny)
+
+
+def trace_decode_s(c: Campaign, target: str, draft: str) -> dict[str, float]:
+    """Each mode's decode seconds by the hardware model: ``ar`` one target pass per token; LR ``ar``'s over the
+    paper's closed form h at alpha1 = p, c1 = the draft's pass over the target's (eager wall time at the decode's
+    middle context) and k1 as lrref records it (lr-sync gamma + 1, lr-async gamma): h prices a batch of k1 rows
+    as one pass, as the model's launch-bound eager passes nearly are."""
+    from lrsim import theory
+    from lrsim.gpu.model import forward_s
+    from lrsim.prediction import TINY_C2
+
+    ts = c.traces
+    ctx = ts.prompt + ts.tokens / 2
+    tt, td = (float(forward_s(_model_setup(c, a), ctx, 1, 1, "wall")) for a in (target, draft))
+    ar = ts.n * ts.tokens * tt
+    lr = {"lr-sync": ("sync", ts.gamma + 1), "lr-async": ("async", ts.gamma)}
+    return {"ar": ar} | {m: ar / float(theory.h(TRACE_P, td / tt, k, 0.5, TINY_C2, 1, mode))
+                         for m, (mode, k) in lr.items()}
+
+
+def estimate_traces_s(c: Campaign, target: str, draft: str) -> float:
+    """Every mode's decode plus the start: two processes (the bench, lr-async's draft), the target built once and
+    the draft twice (lr-sync's in the bench, lr-async's in its process)."""
     if c.tiny:
         return 15.0
-    s = _model_setup(c, target)
-    from lrsim.gpu.model import forward_s
+    t, d = _model_setup(c, target), _model_setup(c, draft)
+    return sum(trace_decode_s(c, target, draft).values()) + 2 * PROCESS_S + build_s(t) + 2 * build_s(d)
 
-    passes = 3 * TRACE_N * TRACE_TOKENS * 1.3  # 3 modes x problems x tokens, ~30% more passes (drafts, rejections)
-    return float(passes * forward_s(s, 1024, 1, 1, "wall") + 60)
+
+def traces_what(c: Campaign, target: str, draft: str) -> str:
+    """What the traces part runs, and where its stated time goes (a warning when the paper pair's is past
+    ``TRACES_BUDGET_S``: then ``TRACES`` must be cut again)."""
+    ts = c.traces
+    what = (f"lrref bench --random-weights {target},{draft}: {', '.join(TRACE_MODES)}, p = {TRACE_P}, "
+            f"{ts.n} x {ts.tokens} tokens")
+    if c.tiny:
+        return what
+    dec, total = trace_decode_s(c, target, draft), estimate_traces_s(c, target, draft)
+    over = (target, draft) == c.pairs[0] and total > TRACES_BUDGET_S
+    return what + " (decode " + ", ".join(f"{m} {s:.0f} s" for m, s in dec.items()) + \
+        f", start {total - sum(dec.values()):.0f} s)" + (f"; PAST its {TRACES_BUDGET_S:.0f} s budget" if over else "")
 
 
 def parts(c: Campaign) -> list[Part]:
+    """Every part in its order: the paper pair's traces, the points that price them and their prediction first
+    (the first GPU window's minutes), then the profiles, kernel sums, the other pair's traces, the rest."""
+    (t0, d0), g = c.pairs[0], TINY if c.tiny else GRID
     out = [Part("env", "device, memory, versions, nvidia-smi", 5, part_env),
+           _traces_part(c, t0, d0),
+           Part("trace-points", f"lrref profile (wall) of {', '.join(points_archs(c))} at the traces' shapes: "
+                + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in c.traces.grid().items()),
+                estimate_points_s(c), part_trace_points),
+           Part("compare-traces", f"lrsim.predict of each trace on model:{c.spec or 'h100-sxm'}:eager and the "
+                "trace points: measured vs predicted tokens/s", 10, part_compare_traces, derived=True),
            Part("peaks", "achieved bf16 matmul and copy bandwidth", 30, part_peaks)]
     for a in c.archs:
         out.append(Part(f"profile-{a}", f"lrref profile --device {c.device} --arch {a} (wall)",
-                        estimate_grid_s(c, a, TINY if c.tiny else GRID, WARMUP + REPEATS),
+                        estimate_grid_s(c, a, g, WARMUP + REPEATS),
                         lambda c, a=a: {"files": [f"profile-{a}.json"]} | _run_profile(c, a)))
         out.append(Part(f"kernels-{a}", f"kernel sums of {a} under torch.profiler",
-                        2 * estimate_grid_s(c, a, TINY if c.tiny else KERNEL_GRID, 4), lambda c, a=a: kernel_sums(c, a)))
-    for t, d in c.pairs:
-        out.append(Part(f"traces-{t}", f"lrref bench --random-weights {t},{d} ar, lr-sync, lr-async",
-                        estimate_traces_s(c, t), lambda c, t=t, d=d: _run_traces(c, t, d)))
+                        2 * estimate_grid_s(c, a, TINY if c.tiny else KERNEL_GRID, 4),
+                        lambda c, a=a: kernel_sums(c, a)))
+    out += [_traces_part(c, t, d) for t, d in c.pairs[1:]]
     out += [Part("compare", "measured vs the hardware model (and vs the embedded H100 profiles on an H100)", 5,
                  part_compare, derived=True),
             Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack, derived=True),
@@ -454,6 +684,11 @@ def parts(c: Campaign) -> list[Part]:
     return out
 
 
+def _traces_part(c: Campaign, target: str, draft: str) -> Part:
+    return Part(f"traces-{target}", traces_what(c, target, draft), estimate_traces_s(c, target, draft),
+                lambda c, t=target, d=draft: _run_traces(c, t, d))
+
+
 def _run_profile(c: Campaign, arch: str) -> dict:
     est = estimate_grid_s(c, arch, TINY if c.tiny else GRID, WARMUP + REPEATS)
     r = run_logged(c, profile_command(c, arch), max(120.0, 3 * est), f"profile-{arch}.log")
@@ -462,9 +697,9 @@ def _run_profile(c: Campaign, arch: str) -> dict:
 
 def _run_traces(c: Campaign, target: str, draft: str) -> dict:
     out = c.work / "traces" / f"{target}+{draft}"
-    run_logged(c, trace_command(c, target, draft), max(120.0, 3 * estimate_traces_s(c, target)),
+    run_logged(c, trace_command(c, target, draft), max(120.0, 3 * estimate_traces_s(c, target, draft)),
                f"traces-{target}.log")
-    return {"files": [str(p.relative_to(c.work)) for p in sorted(out.glob("*"))]}
+    return {"files": [str(p.relative_to(c.work)) for p in sorted(out.glob("*"))], "setup": asdict(c.traces)}
 
 
 def run_part(c: Campaign, p: Part, force: bool) -> str:
@@ -518,14 +753,15 @@ def resume_from(c: Campaign, pack: Path, plan: list[Part]) -> list[str]:
 
 
 def write_archive(c: Campaign, dest: Path) -> None:
-    """The work folder (markers and logs too) and the pack as one ``.tar.gz``, replaced atomically: written after
-    every part, so a command killed at its time limit still leaves everything finished before it."""
+    """The pack refreshed (:func:`part_pack`: the files so far, a manifest of the markers so far), then the work
+    folder (markers and logs too) and the pack as one ``.tar.gz``, replaced atomically: written after every part, so
+    a command killed at its time limit still leaves everything finished before it, with a pack to commit."""
     import tarfile
 
+    part_pack(c)
     with atomic_output(dest) as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
         tar.add(c.work, arcname="work")
-        if c.out.is_dir():
-            tar.add(c.out, arcname="pack")
+        tar.add(c.out, arcname="pack")
 
 
 def setup(a: argparse.Namespace) -> Campaign:
@@ -561,7 +797,9 @@ def main() -> int:
     ap.add_argument("--parts", help="comma-separated parts to run (default: every default part; --list shows them)")
     ap.add_argument("--list", action="store_true", help="print the parts and their stated times, run nothing")
     ap.add_argument("--force", action="store_true", help="redo parts that are done")
-    ap.add_argument("--budget-s", type=float, default=None, help="start no part whose stated time would end past this")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="start no part whose stated time would end past this many seconds, and stop a running "
+                         "subprocess part there (derived parts and the archive still run)")
     ap.add_argument("--spec", help="lrsim.gpu device spec of this device (default: from its name)")
     ap.add_argument("--work", type=Path, help="working folder (default runs/gpu-campaign-<device>)")
     ap.add_argument("--out", type=Path, help="the pack (default studies/data/gpu-<device>)")
@@ -581,11 +819,13 @@ def main() -> int:
     print(f"campaign on {c.device} (spec {c.spec or 'none'}), work {c.work}, pack {c.out}")
     for p in chosen:
         print(f"  {p.name:<22} ~{p.estimate_s / 60:5.1f} min  {p.what}")
+    print(f"  {'(stated in all)':<22} ~{sum(p.estimate_s for p in chosen) / 60:5.1f} min")
     if a.list:
         return 0
     if a.resume_from:
         print(f"resumed from {a.resume_from}: {', '.join(resume_from(c, a.resume_from, plan)) or 'no finished parts'}")
     t0, failed = time.perf_counter(), 0
+    c.deadline = None if a.budget_s is None else t0 + a.budget_s
     for p in chosen:
         if a.budget_s is not None and time.perf_counter() - t0 + p.estimate_s > a.budget_s:
             print(f"{p.name}: not started (stated {p.estimate_s:.0f} s would pass --budget-s {a.budget_s:g}); "

@@ -1,7 +1,11 @@
-"""studies/gpu_campaign.py on the CPU with the tiny config: every default part really runs (lrref profile, kernel
-sums, lrref bench lr-sync/lr-async traces, the model comparison, the pack, the validation), then resumes."""
+"""studies/gpu_campaign.py on the CPU with the tiny config: every default part really runs in the campaign's order
+(lrref bench ar/lr-sync/lr-async traces first, the profile points that price them, their prediction by lrsim, then
+lrref profile, kernel sums, the model comparison, the pack, the validation), then resumes.  The real plan (--list
+for a CUDA device nobody has here) states the paper pair's traces first, within 3 minutes on an H100."""
 
 import json
+import math
+import re
 import subprocess
 import sys
 import tarfile
@@ -15,9 +19,25 @@ from lrsim.trace import read_trace
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def campaign(*args):
-    return subprocess.run([sys.executable, str(ROOT / "studies" / "gpu_campaign.py"), "--device", "cpu", "--tiny",
-                           *args], capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+def campaign(*args, device=("--device", "cpu", "--tiny")):
+    return subprocess.run([sys.executable, str(ROOT / "studies" / "gpu_campaign.py"), *device, *args],
+                          capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+
+
+def listed(stdout: str) -> list[tuple[str, float]]:
+    """(part, stated minutes) of a --list, in order."""
+    return [(m[1], float(m[2])) for m in re.finditer(r"^  (\S+) +~ *([\d.]+) min", stdout, re.MULTILINE)]
+
+
+def check_compare_traces(path: Path) -> None:
+    """One row per mode and profile (the modelled device, the measured trace points): measured, predicted, error."""
+    rows = json.loads(path.read_text())["rows"]
+    assert sorted((r["mode"], r["profile"]) for r in rows) == sorted(
+        (m, p) for m in ("ar", "lr-sync", "lr-async") for p in ("model", "points")), rows
+    for r in rows:
+        assert r["measured_tps"] > 0 and r["predicted_tps"] > 0, r
+        assert math.isclose(r["error"], r["predicted_tps"] / r["measured_tps"] - 1), r
+    assert {r["hardware"] for r in rows if r["profile"] == "points"} == {"trace-points.json"}
 
 
 def test_campaign_smoke_on_cpu_is_resumable(tmp_path):
@@ -26,8 +46,15 @@ def test_campaign_smoke_on_cpu_is_resumable(tmp_path):
     work, out = tmp_path / "work", tmp_path / "pack"
     r = campaign("--work", str(work), "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    for part in ("env", "peaks", "profile-tiny", "kernels-tiny", "traces-tiny", "compare", "pack", "validate"):
-        assert f"{part}: done in" in r.stdout, r.stdout
+    order = ("env", "traces-tiny", "trace-points", "compare-traces", "peaks", "profile-tiny", "kernels-tiny",
+             "compare", "pack", "validate")
+    at = [r.stdout.find(f"{part}: done in") for part in order]
+    assert -1 not in at and at == sorted(at), r.stdout  # every part ran, in this order: the traces first
+    points = read_profile(out / "trace-points.json")
+    assert points.timed == "wall" and points.arch("tiny").batch == (1, 2, 3) and points.arch("tiny").unmeasured == 0
+    assert points.arch("tiny").positions == (1, 7, 13) and points.arch("tiny").context == (12, 36)
+    check_compare_traces(out / "compare-traces.json")
+    assert "lr-async on points (trace-points.json): measured" in r.stdout
     prof = read_profile(out / "profile-tiny.json")
     assert prof.timed == "wall" and prof.arch("tiny").unmeasured == 0 and "--device cpu" in prof.provenance.command
     assert read_profile(out / "kernels-tiny.json").timed == "kernel_sum"
@@ -45,15 +72,19 @@ def test_campaign_smoke_on_cpu_is_resumable(tmp_path):
     # a later session on a fresh machine: resume from the committed pack, archive after every part
     work2, out2, tgz = tmp_path / "work2", tmp_path / "pack2", tmp_path / "out" / "campaign.tar.gz"
     r = campaign("--work", str(work2), "--out", str(out2), "--resume-from", str(out), "--archive", str(tgz),
-                 "--parts", "env,profile-tiny,compare,pack")
+                 "--parts", "env,profile-tiny,compare-traces,compare")
     assert r.returncode == 0 and r.stdout.count("skipped (done)") == 2, r.stdout
     assert "resumed from" in r.stdout and "profile-tiny" in r.stdout.split("resumed from")[1].splitlines()[0]
     assert read_profile(out2 / "profile-tiny.json").timed == "wall"
+    check_compare_traces(out2 / "compare-traces.json")  # derived again from the restored traces and points
+    # no `pack` part asked for: the archive refreshes the pack after every part, so it is committable as it stands
     man2 = json.loads((out2 / "manifest.json").read_text())
     assert man2["parts"]["profile-tiny"]["resumed_from"] == str(out) and "traces-tiny" in man2["parts"]
+    assert man2["parts"]["compare-traces"]["status"] == "done"
     with tarfile.open(tgz) as tar:
         names = set(tar.getnames())
-    assert {"work/parts/compare.done.json", "pack/manifest.json", "pack/profile-tiny.json"} <= names
+    assert {"work/parts/compare.done.json", "pack/manifest.json", "pack/profile-tiny.json",
+            "pack/compare-traces.json", "pack/traces/tiny+tiny/trace-lr-async.jsonl"} <= names
     assert sorted(p.name for p in tgz.parent.iterdir()) == [tgz.name]  # no temporary archive left
 
 
@@ -64,6 +95,53 @@ def test_campaign_refuses_to_resume_from_what_is_not_a_pack(tmp_path):
 
 def test_campaign_lists_its_parts_and_refuses_unknown_ones(tmp_path):
     r = campaign("--work", str(tmp_path), "--list")
-    assert r.returncode == 0 and "profile-tiny" in r.stdout and "min" in r.stdout and "paper-check" not in r.stdout
+    parts = [p for p, _ in listed(r.stdout)]
+    assert r.returncode == 0 and parts[:4] == ["env", "traces-tiny", "trace-points", "compare-traces"], r.stdout
+    assert "profile-tiny" in parts and "paper-check" not in parts
     r = campaign("--work", str(tmp_path), "--parts", "nope")
     assert r.returncode == 2 and "unknown part(s) nope" in r.stderr
+
+
+@pytest.mark.parametrize("spec", ["h100-sxm", "h200"])
+def test_the_gpu_plan_states_the_paper_pairs_traces_first_within_three_minutes(tmp_path, spec):
+    pytest.importorskip("torch")
+    r = campaign("--work", str(tmp_path), "--list", "--spec", spec, device=("--device", "cuda"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = listed(r.stdout)
+    assert [p for p, _ in plan[:4]] == ["env", "traces-qwen2.5-32b", "trace-points", "compare-traces"], r.stdout
+    stated = dict(plan)
+    assert stated["traces-qwen2.5-32b"] <= 3.0 and stated["trace-points"] <= 1.1, r.stdout
+    assert "qwen2.5-32b,qwen2.5-1.5b: ar, lr-sync, lr-async, p = 0.5, 2 x 192 tokens" in r.stdout
+    assert [p for p, _ in plan].index("traces-qwen3-32b") > [p for p, _ in plan].index("profile-qwen2.5-32b")
+
+
+def test_a_subprocess_part_stops_at_the_budget_with_its_children(tmp_path, monkeypatch):
+    import importlib.util
+    import os
+    import time
+
+    spec = importlib.util.spec_from_file_location("gpu_campaign", ROOT / "studies" / "gpu_campaign.py")
+    gc = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_campaign", gc)  # its dataclasses look their module up
+    spec.loader.exec_module(gc)
+    c = gc.Campaign("cpu", True, tmp_path, tmp_path / "pack", deadline=time.perf_counter() + 1.5)
+    child = tmp_path / "child.pid"  # a grandchild, as lr-async's draft worker is: it must not outlive the stop
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="stopped after [12] s"):
+        gc.run_logged(c, [sys.executable, "-c", code], 600, "stopped.log")
+    assert time.perf_counter() - t0 < 10 and "stopped after" in (tmp_path / "stopped.log").read_text()
+    pid = int(child.read_text())
+    for _ in range(50):  # killed: gone, or a zombie its parent (killed too) left for init to reap
+        try:
+            os.kill(pid, 0)
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the grandchild {pid} outlived the stop")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lrsim import theory
@@ -119,23 +120,25 @@ def test_forward_row_small_case_matches_its_parts(pc):
     d = {"shared": {}, "model": {}, "rows": [tiny_row()]}
     pc.validate(d)
     out = pc.predict_row(d, "tiny", 2000)
-    t = synthesize("h100-sxm", "qwen2.5-32b", 2).time_ms("qwen2.5-32b", 0, 1, 1)
-    c = synthesize("h100-sxm", "qwen2.5-1.5b", 1).time_ms("qwen2.5-1.5b", 0, 1, 1)
+    t = synthesize("h100-sxm:vllm", "qwen2.5-32b", 2).time_ms("qwen2.5-32b", 0, 1, 1)
+    c = synthesize("h100-sxm:vllm", "qwen2.5-1.5b", 1).time_ms("qwen2.5-1.5b", 0, 1, 1)
     assert out["extra"]["c1"] == pytest.approx(c / t, rel=1e-6)  # draft on its own GPU, target at TP 2
     assert out["extra"]["k1"] == 4 and out["extra"]["k2"] == 1 and out["extra"]["alpha2"] is None
     assert out["closed_form"] == pytest.approx(float(theory.f_async(0.6, c / t, 4)), rel=1e-9)
     assert out["lo"] <= out["predicted"] <= out["hi"] and out["hi"] - out["lo"] < 0.2
     assert 1.0 < out["predicted"] < out["closed_form"]  # a verifier and batch costs: below the free closed form
-    assert out["context_growing"] < out["predicted"]  # the model's attention grows with the context
+    assert out["previous"] > 1.0  # the what-if: the previous pricing (hf-eager kernel sums at context 0)
 
 
 def test_ngram_alpha2_reproduces_the_ngram_speedup_on_its_hardware(pc):
     row = tiny_row(ngram_tokens=tagged(6), ngram_alone=tagged(1.4, measured_in="same"))
     d = {"shared": {}, "model": {}, "rows": [row]}
     pc.validate(d)
-    a, acf, k2 = pc.token_alpha(d, row, pc.resolve(d, row), False)
-    prof = synthesize("h100-sxm", "qwen2.5-32b", 2)
-    cost = prof.time_ms("qwen2.5-32b", 0, 1, 7) / prof.time_ms("qwen2.5-32b", 0, 1, 1)
+    a, acf, k2 = pc.token_alpha(d, row, pc.resolve(d, row))
+    prof = synthesize("h100-sxm:vllm", "qwen2.5-32b", 2)
+    ctx = np.linspace(0, 2000, 33)  # the request's contexts: prompt 0, 2000 tokens
+    cost = (sum(prof.time_ms("qwen2.5-32b", L, 1, 7, "linear") for L in ctx)
+            / sum(prof.time_ms("qwen2.5-32b", L, 1, 1, "linear") for L in ctx))
     assert k2 == 7 and (1 - a ** 7) / (1 - a) / cost == pytest.approx(1.4, rel=1e-6)
     assert acf == pytest.approx(solve_alpha(1.4, 7)) and acf < a  # priced passes need more acceptance
     out = pc.predict_row(d, "tiny", 1000)
@@ -158,27 +161,28 @@ def test_composition_recovers_the_lr_alone_speedup(pc, data):
     row = pc.by_id(d)["rv-LLM-J7B-GSM8K-comp"]
     inp = pc.resolve(d, row)
     hw = pc.hardware(inp)
-    a1 = pc.infer_alpha1(hw, inp, inp["step_tokens"]["value"], 7, 1.45, 400)
-    got = pc.simulate_outcome(pc.behaviour(inp, a1), hw, pc.Setting("async", 7, 1), 400, 0).speedup
+    a1 = pc.infer_alpha1(hw, inp, inp["step_tokens"]["value"], 7, 1.45, 1000)
+    got = pc.simulate_outcome(pc.behaviour(inp, a1), hw, pc.Setting("async", 7, 1), 1000, 0).speedup
     assert got == pytest.approx(1.45, abs=0.01)
 
 
 def test_summaries_count_what_they_say(pc):
     R = pc.Result
 
-    def res(i, rep, pred, st, table="validation"):
-        return R(i, table, "g", i, "forward", rep, "hw", st, [], predicted=pred, lo=pred, hi=pred,
+    def res(i, rep, pred, st, table="validation", target="A"):
+        inputs = [f"target_arch = {target} (stated: s)", "alpha1 = 0.5 (borrowed: s)"]
+        return R(i, table, "g", i, "forward", rep, "hw", st, inputs, predicted=pred, lo=pred, hi=pred,
                  closed_form=2 * rep, workload=["step_tokens"])
     rows = [res("a", 1.0, 1.05, {"x": "stated", "step_tokens": "assumed"}),
             res("b", 2.0, 2.4, {"x": "borrowed", "step_tokens": "assumed"}),
-            res("c", 1.0, 0.5, {"x": "assumed"}), res("d", 1.0, 3.0, {"x": "stated"}, "consistency")]
+            res("c", 1.0, 0.5, {"x": "assumed"}, target="B"), res("d", 1.0, 3.0, {"x": "stated"}, "consistency")]
     lines = pc.summaries(rows)
     assert lines[0].startswith("- validation rows, all (3): mean |error| 25.0%, worst -50.0% (c), 1 of 3 within 10%")
     assert "closed form mean |error| 100.0%, 0 within 10%" in lines[0]
     assert "all stated: none (every row has a borrowed or assumed input among: step_tokens, x)" in lines[1]
     assert "(step_tokens) (1): mean |error| 5.0%" in lines[2]
     assert "(step_tokens) (2): mean |error| 12.5%, worst +20.0% (b), 1 of 2 within 10%" in lines[3]
-    assert lines[4].startswith("- validation rows apart from those whose verifier latency is assumed (3)")
+    assert lines[4].endswith("not independent): 2")  # a and b share a target and its acceptance: one setup
     assert lines[5].startswith("- consistency checks (composition; not validation) (1): mean |error| 200.0%")
 
 

@@ -157,7 +157,8 @@ def add_theory_args(p: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------- the --hardware group
 
 HARDWARE_FLAGS = ("target_arch", "draft_arch", "verifier_latency", "judge_arch", "judge_prompt_tokens",
-                  "extrapolate", "below_context", "target_tp", "tp_efficiency", "prefill")
+                  "extrapolate", "below_context", "target_tp", "tp_efficiency", "prefill", "draft_hardware",
+                  "verifier_hardware", "kv_dtype")
 NUMBER_FLAGS = ("step_tokens", "draft_tokens", "request_tokens", "prompt_tokens")  # replay adds alpha1, alpha2
 POLICIES = ("error", "clamp", "linear")
 PREFILLS = ("none", "last", "unseen")
@@ -172,9 +173,20 @@ def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None
 
     g = p.add_argument_group("hardware: timing from a latency profile (lrsim profiles)")
     g.add_argument("--hardware", metavar="PROFILE",
-                   help="latency profile: a name from `lrsim profiles`, a file, or model:DEVICE[:tpN]")
-    g.add_argument("--target-arch", help="target architecture in the profile, e.g. qwen2.5-32b")
-    g.add_argument("--draft-arch", help="draft architecture in the profile, e.g. qwen2.5-1.5b")
+                   help="latency profile: a name from `lrsim profiles`, a file, or a modelled GPU "
+                        "model:DEVICE[:tpN][:bf16|fp8|int8|int4][:vllm|hf-eager][:kv-fp8][:wall|kernel] "
+                        "(docs/gpu-model.md)")
+    g.add_argument("--target-arch", help="target architecture: a name in the profile, e.g. qwen2.5-32b; for model: "
+                   "profiles also an alias (deepseek-r1-distill-qwen-32b) or a Hugging Face config.json")
+    g.add_argument("--draft-arch", help="draft architecture, e.g. qwen2.5-1.5b")
+    g.add_argument("--draft-hardware", metavar="PROFILE|colocated",
+                   help="where the draft runs: a profile of devices of its own (e.g. model:h100:tp1), or "
+                        "'colocated' on the target's GPUs, sharing their time; default: one GPU of the target's "
+                        "device (model: targets), else the profile's own draft entries")
+    g.add_argument("--verifier-hardware", metavar="PROFILE|colocated",
+                   help="where the --judge-arch judge runs (as --draft-hardware)")
+    g.add_argument("--kv-dtype", type=choice(("fp8",)),
+                   help="fp8: an FP8 KV cache in every modelled profile (model: specs only)")
     if verifier:
         g.add_argument("--verifier-latency", type=model(parse_dist), metavar="SPEC",
                        help=f"verifier seconds per call: {DIST_SYNTAX} (default: recorded in traces, else free)")
@@ -187,7 +199,8 @@ def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None
     g.add_argument("--below-context", type=choice(POLICIES),
                    help="below the first measured context: clamp (default), linear, error")
     g.add_argument("--target-tp", type=positive_int,
-                   help="assume the target runs tensor-parallel on N devices (needs --tp-efficiency)")
+                   help="a measured profile only: assume the target runs tensor-parallel on N devices (needs "
+                        "--tp-efficiency; a model: spec takes :tpN instead)")
     g.add_argument("--tp-efficiency", type=cost,
                    help="E: target pass = profiled pass / (N E); an assumption you state, printed in the notes")
     if verifier:
@@ -215,7 +228,7 @@ def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: 
     return HardwareSpec(a.hardware, a.target_arch, a.draft_arch,
                         Extrapolation(a.extrapolate or "linear", a.below_context or "clamp"), a.target_tp or 1,
                         a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch, a.judge_prompt_tokens,
-                        getattr(a, "prefill", None))
+                        getattr(a, "prefill", None), a.draft_hardware, a.verifier_hardware, a.kv_dtype)
 
 
 def add_behaviour_args(p: argparse.ArgumentParser, alphas: bool) -> None:

@@ -10,7 +10,7 @@ from .common import choice, nonnegative, positive_int
 def add_parser(sub) -> None:
     p = sub.add_parser("profiles", help="list the embedded latency profiles, or check and price given ones")
     p.add_argument("profiles", nargs="*", metavar="PROFILE",
-                   help="profile names, files or model:DEVICE[:tpN] (default: the embedded ones)")
+                   help="profile names, files or model:DEVICE[:tpN][:DTYPE][:ENGINE]... (default: the embedded ones)")
     p.add_argument("--arch", help="price one forward pass of this architecture in each profile that has it (ms)")
     p.add_argument("--context", type=nonnegative, default=0.0, help="with --arch: tokens in the KV cache")
     p.add_argument("--batch", type=positive_int, default=1, help="with --arch: rows in the pass")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import UsageError
 from ..modes import SIM_MODES
 from .common import (
     _number,
@@ -90,4 +91,7 @@ def run(a: argparse.Namespace) -> str:
 
     traces = read_traces(a.trace) if a.trace is not None else None
     hw = hardware_spec(a, need_draft=False, own=("verifier_latency", "prefill"))
+    if hw is not None and hw.colocated != "none":
+        raise UsageError("lrsim serve prices the draft and the verifier on devices of their own; a colocated "
+                         f"{hw.colocated} under load is not modelled yet (replay and plan model it for one request)")
     return serve(a, *decode_config(a, sim_settings(a), traces, hw=hw), traces)

@@ -1,15 +1,28 @@
 """One hardware spec for every command that prices passes: replay, plan, serve and plan --rate.
 
 A :class:`HardwareSpec` names a latency profile (an embedded name, a file,
-``model:DEVICE[:tpN]``, or a :class:`~lrsim.cost.profile.Profile` calibrated
-from traces), the target's and the draft's architectures in it, the one
-extrapolation policy, the verifier's cost, and the assumptions the user
-states (tensor parallelism).  :meth:`HardwareSpec.target` and
-:meth:`HardwareSpec.draft` give each mode's :class:`~lrsim.cost.passcost.PassCost`:
-a profile with a ``setups`` map prices each mode on the entry its deployment
-runs on (llama.cpp: sync modes on 2 threads, lr-async's target and draft on
-one thread each), so no mode borrows another's thread layout unless the
-profile lacks it (then :meth:`notes` says so).
+``model:DEVICE[:tpN][:DTYPE][:ENGINE]...``, or a :class:`~lrsim.cost.profile.Profile`
+calibrated from traces), the target's and the draft's architectures in it, the one
+extrapolation policy, the verifier's cost, where the draft and the judge run
+(placement), and the assumptions the user states (tensor parallelism of a
+measured profile).  :meth:`HardwareSpec.target` and :meth:`HardwareSpec.draft`
+give each mode's :class:`~lrsim.cost.passcost.PassCost`: a profile with a
+``setups`` map prices each mode on the entry its deployment runs on (llama.cpp:
+sync modes on 2 threads, lr-async's target and draft on one thread each), so no
+mode borrows another's thread layout unless the profile lacks it (then
+:meth:`notes` says so).
+
+**Placement** (``draft_hardware``, ``verifier_hardware``), as the paper and the
+official code deploy LR: the draft and an LLM judge each run on devices of their
+own.  For a modelled target (``model:...``) the default is one GPU of the
+target's device at TP 1 in the target's format and engine; any profile spec names
+other devices (``model:h100:tp1``, a file); ``colocated`` puts the role on the
+target's GPUs (priced on one of them at TP 1), where its passes and the target's
+share the device's time: the simulator stalls the target while they run
+(:attr:`lrsim.sim.SimConfig.colocated`).  For a measured target profile the draft
+and judge default to that profile's entries on devices of their own (as before
+placement existed).  TP lives in a ``model:`` spec: ``target_tp`` /
+``tp_efficiency`` (an assumption scaling a measured profile) are refused beside one.
 """
 
 from __future__ import annotations
@@ -21,11 +34,13 @@ from ..dists import Dist
 from ..errors import InputError
 from ..fields import option
 from .interp import Extrapolation
-from .library import load_profile
+from .library import MODEL_PREFIX, is_modelled, load_profile
 from .passcost import ProfileCost
 from .profile import Profile
 
 ROLES = ("target", "draft")
+COLOCATED = "colocated"
+KV_DTYPES = ("fp8",)
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,7 +48,7 @@ class HardwareSpec:
     """Where the time goes: a latency profile, the architectures on it, the verifier, the stated assumptions."""
 
     profile: str | Profile = option("latency profile: an embedded name (`lrsim profiles`), a file, "
-                                    "model:DEVICE[:tpN], or a Profile", "")
+                                    "model:DEVICE[:tpN][:DTYPE][:ENGINE]..., or a Profile", "")
     target_arch: str = option("target architecture in the profile", "")
     draft_arch: str | None = option("draft architecture in the profile (None: the simulator's c1 x the target's "
                                     "step)")
@@ -47,24 +62,88 @@ class HardwareSpec:
     judge_prompt_tokens: int | None = option("judge prompt tokens (default: its template plus two mean steps)")
     prefill: str | None = option("what the engine computes besides each step's positions (lrsim.sim.SimConfig."
                                  "prefill): 'none', 'last', 'unseen'; None: what the profile says, else 'none'")
+    draft_hardware: str | Profile | None = option("where the draft runs: a profile of devices of its own "
+                                                  "(model:..., a file, a name), 'colocated' (the target's GPUs, "
+                                                  "sharing their time), or None: a GPU of its own (see module doc)")
+    verifier_hardware: str | Profile | None = option("where an LLM judge (judge_arch) runs: as draft_hardware")
+    kv_dtype: str | None = option("KV cache of every modelled profile: 'fp8' (None: as each model: spec says)")
 
     def __post_init__(self) -> None:
         if not (self.profile and self.target_arch):
             raise InputError("a hardware spec needs a profile and a target architecture")
         if self.verifier_latency is not None and self.judge_arch is not None:
             raise InputError("give a verifier latency or a judge architecture, not both")
+        modelled = is_modelled(self.profile)
+        if modelled and (self.target_tp > 1 or self.tp_efficiency is not None):
+            raise InputError("TP lives in the model: spec (model:DEVICE:tpN): --target-tp / --tp-efficiency scale a "
+                             "measured profile only, and would apply tensor parallelism twice")
         if self.target_tp < 1 or (self.target_tp > 1) != (self.tp_efficiency is not None):
             raise InputError("tensor parallelism is an assumption: give target_tp > 1 together with tp_efficiency")
         if self.tp_efficiency is not None and not 0 < self.tp_efficiency < math.inf:
             raise InputError(f"tp_efficiency must be a finite number > 0, got {self.tp_efficiency!r}")
         if self.prefill is not None and self.prefill not in ("none", "last", "unseen"):
             raise InputError(f"prefill must be none, last or unseen, got {self.prefill!r}")
-        prof = load_profile(self.profile)
-        object.__setattr__(self, "loaded", prof)
-        for arch in (self.target_arch, self.draft_arch, self.judge_arch):
+        if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
+            raise InputError(f"kv_dtype must be fp8 (or None: as the spec says), got {self.kv_dtype!r}")
+        if self.verifier_hardware is not None and self.judge_arch is None:
+            raise InputError("verifier hardware places an LLM judge: give judge_arch too (a verifier latency is "
+                             "a number, wherever it runs)")
+        specs = {"target": self._kv(self.profile), "draft": self._role_spec(self.draft_hardware),
+                 "judge": self._role_spec(self.verifier_hardware)}
+        archs = {"target": self.target_arch, "draft": self.draft_arch, "judge": self.judge_arch}
+        loaded: dict[str, Profile] = {}
+        for role in ("target", "draft", "judge"):
+            same = [r for r in ("target", "draft", "judge") if r in loaded and specs[r] == specs[role]]
+            if archs[role] is None and role != "target":
+                continue
+            want = tuple(dict.fromkeys(archs[r] for r in ("target", "draft", "judge")
+                                       if archs[r] is not None and specs[r] == specs[role]))
+            loaded[role] = loaded[same[0]] if same else load_profile(specs[role], want)
+        object.__setattr__(self, "loaded", loaded["target"])
+        object.__setattr__(self, "profiles", loaded)
+        object.__setattr__(self, "specs", specs)
+        for role, prof in loaded.items():
+            arch = archs[role]
             if arch is not None and not any(n == arch or n.startswith(arch + "@") for n in prof.archs):
                 names = sorted({n.split("@", 1)[0] for n in prof.archs})
                 raise InputError(f"{prof.where}: no architecture {arch!r} (it has {', '.join(names)})")
+
+    def _kv(self, spec):
+        """``spec`` with the spec-wide KV-cache dtype (``model:`` specs only)."""
+        if self.kv_dtype is None:
+            return spec
+        if not is_modelled(spec) or isinstance(spec, Profile):
+            raise InputError(f"--kv-dtype {self.kv_dtype} prices a modelled profile (model:...); {spec} is measured")
+        return spec if str(spec).endswith(":kv-fp8") or ":kv-fp8:" in str(spec) else f"{spec}:kv-{self.kv_dtype}"
+
+    def _role_spec(self, given):
+        """The profile spec a draft or judge runs on: given, 'colocated' / default on the target's device."""
+        if given is not None and given != COLOCATED:
+            return self._kv(given)
+        if not is_modelled(self.profile) or isinstance(self.profile, Profile):
+            return self.profile  # a measured profile: its own entries, as profiled
+        from dataclasses import replace
+
+        from ..gpu.synthesize import parse_spec
+
+        return self._kv(MODEL_PREFIX + replace(parse_spec(str(self.profile)), tp=1).text())
+
+    @property
+    def colocated(self) -> str:
+        """Which roles share the target's device: 'none', 'draft', 'verifier' or 'draft+verifier'."""
+        roles = [r for r, h in (("draft", self.draft_hardware), ("verifier", self.verifier_hardware))
+                 if h == COLOCATED]
+        return "+".join(roles) or "none"
+
+    def placement(self, role: str) -> str:
+        """Where ``role`` ('draft' or 'judge') runs, in words."""
+        given = self.draft_hardware if role == "draft" else self.verifier_hardware
+        spec = self.specs[role]
+        if given == COLOCATED:
+            return f"colocated on the target's GPUs ({spec}, sharing their time)"
+        if spec == self.specs["target"] and not is_modelled(spec):
+            return f"the profile's {role} entries, on a device of its own"
+        return f"{'given' if given is not None else 'default'}: {spec}, devices of its own"
 
     @property
     def name(self) -> str:
@@ -86,7 +165,7 @@ class HardwareSpec:
         arch = self.target_arch if role == "target" else self.draft_arch
         if arch is None:
             raise InputError(f"no {role} architecture given")
-        return self.loaded.entry(arch, mode, role)
+        return self.profiles[role].entry(arch, mode, role)
 
     def target(self, mode: str) -> ProfileCost:
         """The target's pass cost in ``mode``."""
@@ -96,7 +175,12 @@ class HardwareSpec:
         """The draft's pass cost in ``mode`` (None without a draft architecture)."""
         if self.draft_arch is None:
             return None
-        return ProfileCost(self.loaded, self.entry(mode, "draft"), self.extrapolation)
+        return ProfileCost(self.profiles["draft"], self.entry(mode, "draft"), self.extrapolation)
+
+    @property
+    def judge_profile(self) -> Profile:
+        """The profile an LLM judge (``judge_arch``) is priced on."""
+        return self.profiles.get("judge", self.loaded)
 
     def same_setup(self, mode: str, other: str) -> bool:
         """Whether ``mode``'s target runs on the same entry as ``other``'s (e.g. LR vs the ``ar`` baseline)."""
@@ -108,9 +192,17 @@ class HardwareSpec:
         out = [f"timing: {p.name} ({p.provenance.device}; {p.timed}); {self.extrapolation.describe()}; rows "
                "beyond the largest measured batch fold into positions; prefill of unseen tokens: "
                f"'{self.kv_prefill}'"]
-        out.append(f"assumed: the target's passes are the profile's / ({self.target_tp} x {self.tp_efficiency:g}) "
-                   f"(tensor parallelism {self.target_tp}, efficiency {self.tp_efficiency:g}: not measured)"
-                   if self.target_tp > 1 else "target as profiled (no tensor parallelism assumed beyond the profile)")
+        if is_modelled(self.profile):
+            out.append(f"target {self.target_arch}: {self.specs['target']} (tensor parallelism as the spec says)")
+        else:
+            out.append(f"assumed: the target's passes are the profile's / ({self.target_tp} x "
+                       f"{self.tp_efficiency:g}) (tensor parallelism {self.target_tp}, efficiency "
+                       f"{self.tp_efficiency:g}: not measured)" if self.target_tp > 1 else
+                       "target as profiled (no tensor parallelism assumed beyond the profile)")
+        if self.draft_arch is not None:
+            out.append(f"draft {self.draft_arch}: {self.placement('draft')}")
+        if self.judge_arch is not None:
+            out.append(f"judge {self.judge_arch}: {self.placement('judge')}")
         if mode is not None and p.setups:
             for role in ROLES:
                 arch = self.target_arch if role == "target" else self.draft_arch

@@ -45,6 +45,13 @@ from .profile import ArchProfile, Profile, Provenance
 
 GIVEN = Provenance(device="given", engine="a number or table given by the user", dtype="n/a", date="1970-01-01")
 
+#: passes already priced, shared by every ProfileCost of one profile entry (a HardwareSpec builds a new ProfileCost
+#: per simulated configuration): (id(table), policies, scale, context, rows, positions) -> seconds.  The tables are
+#: held in _TABLES so that no id is reused while its prices are kept.
+_PRICED: dict[tuple, float] = {}
+_TABLES: dict[int, object] = {}
+_PRICED_MAX = 1 << 16
+
 
 @runtime_checkable
 class PassCost(Protocol):
@@ -118,7 +125,17 @@ class ProfileCost:
         key = (context, rows, positions)
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._ms(context, rows, positions) * self.scale / 1000.0  # ms -> s
+            ex = self.extrapolation
+            shared = (id(self.table), ex.above, ex.below, self.scale, context, rows, positions)
+            hit = _PRICED.get(shared)
+            if hit is None:
+                hit = self._ms(context, rows, positions) * self.scale / 1000.0  # ms -> s
+                if len(_PRICED) >= _PRICED_MAX:
+                    _PRICED.clear()
+                    _TABLES.clear()
+                _TABLES[id(self.table)] = self.table
+                _PRICED[shared] = hit
+            self._cache[key] = hit
             if len(self._cache) > 65536:
                 self._cache.clear()
         return hit

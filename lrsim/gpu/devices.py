@@ -22,8 +22,10 @@ DEVICES_FILE = Path(__file__).resolve().parents[1] / "data" / "gpus" / "devices.
 GIB = 2 ** 30
 _NUMBERS = ("bf16_dense_tflops", "memory_gib", "hbm_tb_s", "link_gb_s", "fabric_gb_s", "host_link_gb_s",
             "link_latency_us")
-_OPTIONAL = {"aliases": [], "torch_names": [], "interconnect": "", "url": "", "notes": [], "vendor": "", "label": "", "domain": 8,
-             "kernel_us": None, "host_us": None}
+_OPTIONAL = {"aliases": [], "torch_names": [], "interconnect": "", "url": "", "notes": [], "vendor": "", "label": "",
+             "domain": 8, "kernel_us": None, "host_us": None, "fp8_dense_tflops": None, "generation": ""}
+_NULLABLE = ("kernel_us", "host_us", "fp8_dense_tflops")
+GENERATIONS = ("", "ampere", "ada", "hopper", "blackwell", "cdna3")  # NCCL's tuning tables differ by generation
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,18 @@ class DeviceSpec:
     notes: tuple[str, ...] = ()
     kernel_us: float | None = None
     host_us: float | None = None
+    fp8_dense_tflops: float | None = None
+    generation: str = ""
 
     @property
     def flops(self) -> float:
         """Dense bf16 peak, FLOP/s."""
         return self.bf16_dense_tflops * 1e12
+
+    @property
+    def fp8_flops(self) -> float | None:
+        """Dense FP8 tensor-core peak, FLOP/s (None: no FP8 tensor cores, e.g. A100)."""
+        return self.fp8_dense_tflops * 1e12 if self.fp8_dense_tflops else None
 
     @property
     def bandwidth(self) -> float:
@@ -92,9 +101,9 @@ def device_from_dict(d: object, where: str) -> DeviceSpec:
     for k in ("name", "source", *_NUMBERS):
         if k not in d:
             raise InputError(f"{where}: missing {k!r}")
-    for k in _NUMBERS + ("kernel_us", "host_us"):
+    for k in _NUMBERS + _NULLABLE:
         v = d.get(k)
-        ok = v is None and k in ("kernel_us", "host_us") or (
+        ok = v is None and k in _NULLABLE or (
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
             and (v > 0 or k == "link_latency_us"))
         if not ok:
@@ -102,6 +111,9 @@ def device_from_dict(d: object, where: str) -> DeviceSpec:
     dom = d.get("domain", 8)
     if isinstance(dom, bool) or not isinstance(dom, int) or dom < 1:
         raise InputError(f"{where}: domain must be an integer >= 1 (GPUs on the fast interconnect), got {dom!r}")
+    if d.get("generation", "") not in GENERATIONS:
+        raise InputError(f"{where}: generation must be one of {', '.join(g for g in GENERATIONS if g)}, "
+                         f"got {d.get('generation')!r}")
     if not isinstance(d["name"], str) or not d["name"].strip():
         raise InputError(f"{where}: name must be a non-empty string")
     kw = {k: d.get(k, v) for k, v in _OPTIONAL.items()}

@@ -1,11 +1,20 @@
 """Modelled latency profiles: the hardware model over a grid, in the profile format, marked as modelled.
 
-``synthesize(device, arch, tp)`` prices one architecture; ``profile_for_spec
-("h200:tp2")`` every shipped one (what ``--hardware model:h200:tp2`` resolves
-to).  A grid point that does not fit the device's memory, or that lies beyond
-the architecture's ``max_position_embeddings``, is ``null`` with a ``missing``
-note saying why, as in a measured profile; so is every point of an
-architecture whose heads the TP degree does not divide (in a whole-device
+A modelled profile is named by a spec, ``model:DEVICE[:tpN][:DTYPE][:ENGINE][:kv-fp8][:kernel|:wall]``
+(:func:`parse_spec`; suffixes in any order):
+
+- ``DEVICE``: a name from ``lrsim profiles --devices`` or a device JSON file;
+- ``tpN``: tensor-parallel degree (1);
+- ``DTYPE``: the linear layers' weights, ``bf16`` (default), ``fp16``, ``fp8``, ``int8`` or ``int4``
+  (:mod:`lrsim.gpu.dtypes`); ``kv-fp8``: an FP8 KV cache;
+- ``ENGINE``: ``vllm`` (default) or ``hf-eager`` (transformers' eager forward, what ``lrref --backend hf`` runs);
+- timing: ``wall`` (default: an engine step as the user sees it) or ``kernel`` (the device's kernels alone);
+  ``eager`` is kept from before engines existed: ``hf-eager`` with ``wall``.
+
+``synthesize(spec, arch)`` prices one architecture; ``profile_for_spec(spec, archs)`` the given ones, or every
+shipped one.  A grid point that does not fit the engine's share of the device's memory, or that lies beyond the
+architecture's ``max_position_embeddings``, is ``null`` with a ``missing`` note saying why, as in a measured
+profile; so is every point of an architecture whose heads the TP degree does not divide (in a whole-device
 profile; :func:`synthesize` refuses it).
 """
 
@@ -13,23 +22,27 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import InputError
 from ..cost.profile import ArchProfile, Prefill, Profile, Provenance
+from ..errors import InputError
 from .archs import ArchConfig, load_arch, shipped
 from .devices import DeviceSpec, get_device
+from .dtypes import DTYPES
 from .fit import MODEL_VERSION, load_fit
-from .model import USABLE_MEMORY, Setup, check_tp, forward_s, memory_need
+from .model import USABLE, Setup, check_tp, forward_s, setup_memory, usable_bytes
 
 CONTEXT = (0, 1024, 2048, 4096, 8192, 16384, 32768)
 BATCH = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 POSITIONS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
 PREFILL_BATCH, PREFILL_PROMPT = (1, 4), (128, 512, 2048)
-TIMED = {"kernel": "kernel_sum", "kernel_sum": "kernel_sum", "eager": "wall", "wall": "wall"}
+TIMED = {"kernel": "kernel_sum", "kernel_sum": "kernel_sum", "wall": "wall"}
+ENGINE_SUFFIXES = ("vllm", "hf-eager")
+KV_SUFFIX = "kv-fp8"
 _TP = re.compile(r"^tp(\d+)$")
+SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:vllm|hf-eager][:kv-fp8][:wall|kernel]"
 
 
 @dataclass(frozen=True)
@@ -41,28 +54,88 @@ class Grid:
     positions: tuple[int, ...] = POSITIONS
 
 
-def parse_spec(spec: str) -> tuple[DeviceSpec, int, str]:
-    """``DEVICE[:tpN][:kernel|:eager]`` -> (device, TP degree, timing kind); DEVICE may be a device JSON file.
+@dataclass(frozen=True)
+class ModelSpec:
+    """What ``model:...`` names: a device, its TP degree, the engine, the number formats and the timing kind."""
 
-    :raises InputError: unknown device, a bad suffix (one line).
+    device: DeviceSpec
+    tp: int = 1
+    engine: str = "vllm"
+    dtype: str = "bf16"
+    kv_dtype: str = "auto"
+    timed: str = "wall"
+    ref: str = ""  #: how the device was named, when not by its spec's name (a device JSON file)
+
+    def text(self) -> str:
+        """The canonical spec string (what :func:`parse_spec` reads back)."""
+        parts = [self.ref or self.device.name, f"tp{self.tp}", self.dtype, self.engine]
+        parts += [KV_SUFFIX] if self.kv_dtype == "fp8" else []
+        return ":".join(parts + ["kernel" if self.timed == "kernel_sum" else "wall"])
+
+    def setup(self, arch: ArchConfig) -> Setup:
+        eff, _ = load_fit()
+        return Setup(arch, self.device, eff, self.tp, self.engine, self.dtype, self.kv_dtype)
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """``DEVICE[:tpN][:DTYPE][:ENGINE][:kv-fp8][:kernel|:wall]`` (``model:`` prefix allowed) -> :class:`ModelSpec`.
+
+    :raises InputError: unknown device, a bad or repeated suffix, or a format the engine does not price (one line).
     """
-    parts = str(spec).removeprefix("model:").split(":")  # the resolver's prefix, if it kept it
-    tp, timed = 1, "kernel_sum"
-    while len(parts) > 1 and (_TP.match(parts[-1]) or parts[-1] in TIMED):
-        last = parts.pop()
+    text = str(spec).strip()
+    parts = text.removeprefix("model:").split(":")
+    got: dict[str, str] = {}
+
+    def take(kind: str, value: str) -> None:
+        if kind in got:
+            raise InputError(f"model:{text.removeprefix('model:')}: two {kind} suffixes ({got[kind]!r} and "
+                             f"{value!r}); the syntax is model:{SPEC_SYNTAX}")
+        got[kind] = value
+
+    while len(parts) > 1:
+        last = parts[-1].lower()
         if m := _TP.match(last):
-            tp = int(m.group(1))
+            take("tp", m.group(1))
+        elif last in DTYPES:
+            take("dtype", last)
+        elif last in ENGINE_SUFFIXES:
+            take("engine", last)
+        elif last == KV_SUFFIX:
+            take("kv", "fp8")
+        elif last in TIMED:
+            take("timing", TIMED[last])
+        elif last == "eager":  # before engines: transformers' eager forward, wall time
+            take("engine", "hf-eager")
+            take("timing", "wall")
         else:
-            timed = TIMED[last]
+            break
+        parts.pop()
+    device = ":".join(parts)
+    if not device:
+        raise InputError(f"{spec!r}: no device; the syntax is model:{SPEC_SYNTAX}")
+    try:
+        dev = get_device(device)
+    except InputError:
+        if ":" in device:
+            bad = device.split(":", 1)[1]
+            raise InputError(f"model:{text.removeprefix('model:')}: unknown suffix {bad!r}; the syntax is "
+                             f"model:{SPEC_SYNTAX}") from None
+        raise
+    tp = int(got.get("tp", 1))
     if tp < 1:
         raise InputError(f"{spec!r}: TP degree must be >= 1")
-    return get_device(":".join(parts)), tp, timed
+    ms = ModelSpec(dev, tp, got.get("engine", "vllm"), got.get("dtype", "bf16"), got.get("kv", "auto"),
+                   got.get("timing", "wall"), device if device.endswith(".json") or "/" in device else "")
+    if ms.engine == "hf-eager" and (ms.dtype not in ("bf16", "fp16") or ms.kv_dtype != "auto"):
+        raise InputError(f"{spec!r}: the hf-eager engine is priced in bf16 only; {ms.dtype}"
+                         f"{' with an fp8 KV cache' if ms.kv_dtype == 'fp8' else ''} needs the vllm engine")
+    return ms
 
 
 def _missing_notes(s: Setup, g: Grid, ok: np.ndarray, too_long: np.ndarray) -> tuple[str, ...]:
     """One note per (context, batch) row with null points: beyond max_position_embeddings, or out of memory."""
     notes = []
-    usable = USABLE_MEMORY * s.device.memory_bytes / 1e9
+    usable = usable_bytes(s) / 1e9
     for i, L in enumerate(g.context):
         for j, b in enumerate(g.batch):
             long_q = [q for k, q in enumerate(g.positions) if too_long[i, j, k]]
@@ -71,128 +144,171 @@ def _missing_notes(s: Setup, g: Grid, ok: np.ndarray, too_long: np.ndarray) -> t
                 notes.append(f"modelled, not priced: L={L} b={b} q>={long_q[0]}: beyond {s.arch.name}'s "
                              f"max_position_embeddings {s.arch.max_positions}")
             if mem_q:
-                need = float(memory_need(s.arch, L, b, mem_q[0], s.tp)) / 1e9
+                need = float(setup_memory(s, L, b, mem_q[0])) / 1e9
                 notes.append(f"does not fit: L={L} b={b} q>={mem_q[0]} needs {need:.1f} GB per GPU, more than "
-                             f"{usable:.1f} GB ({USABLE_MEMORY:.0%} of {s.device.memory_gib:g} GiB on "
+                             f"{usable:.1f} GB ({USABLE[s.engine]:.0%} of {s.device.memory_gib:g} GiB on "
                              f"{s.device.name}, TP {s.tp})")
     return tuple(notes)
 
 
-def arch_profile(s: Setup, g: Grid, timed: str) -> ArchProfile:
+def arch_profile(s: Setup, g: Grid, timed: str, key: str | None = None) -> ArchProfile:
     """One architecture's modelled grid (ms), nulls where it does not fit or is too long, and its prefill."""
     L, b, q = np.meshgrid(np.array(g.context, float), np.array(g.batch, float), np.array(g.positions, float),
                           indexing="ij")
     ms = 1e3 * forward_s(s, L, b, q, timed)
-    ok = memory_need(s.arch, L, b, q, s.tp) <= USABLE_MEMORY * s.device.memory_bytes
+    ok = setup_memory(s, L, b, q) <= usable_bytes(s)
     too_long = (L + q > s.arch.max_positions) if s.arch.max_positions else np.zeros_like(ok)
     ok &= ~too_long
     grid = tuple(tuple(tuple(float(f"{v:.6g}") if keep else None for v, keep in zip(r1, k1))
                        for r1, k1 in zip(r0, k0)) for r0, k0 in zip(ms, ok))
     pb, pn = np.meshgrid(np.array(PREFILL_BATCH, float), np.array(PREFILL_PROMPT, float), indexing="ij")
     pre = 1e3 * forward_s(s, 0.0, pb, pn, timed, prefill=True)
-    pok = memory_need(s.arch, 0.0, pb, pn, s.tp) <= USABLE_MEMORY * s.device.memory_bytes
+    pok = setup_memory(s, 0.0, pb, pn) <= usable_bytes(s)
     prefill = Prefill(timed, PREFILL_BATCH, PREFILL_PROMPT,
                       tuple(tuple(float(f"{v:.6g}") if k else None for v, k in zip(r, kr)) for r, kr in zip(pre, pok)))
     a = s.arch
-    return ArchProfile(name=a.name, params=a.params, layers=a.layers, kv_bytes_per_token=a.kv_bytes_per_token(),
-                       context=g.context, batch=g.batch, positions=g.positions, ms=grid,
-                       missing=_missing_notes(s, g, ok, too_long),
+    return ArchProfile(name=key or a.name, params=a.params, layers=a.layers,
+                       kv_bytes_per_token=a.kv_bytes_per_token(s.kv_bytes), context=g.context, batch=g.batch,
+                       positions=g.positions, ms=grid, missing=_missing_notes(s, g, ok, too_long),
                        prefill=prefill if all(k for r in pok for k in r) else None)
 
 
-def _empty(arch: ArchConfig, g: Grid, why: str) -> ArchProfile:
+def _empty(arch: ArchConfig, g: Grid, why: str, key: str | None = None) -> ArchProfile:
     """An architecture the device cannot run at this TP degree: every point null, with the reason."""
     nulls = tuple(tuple(tuple(None for _ in g.positions) for _ in g.batch) for _ in g.context)
-    return ArchProfile(name=arch.name, params=arch.params, layers=arch.layers,
+    return ArchProfile(name=key or arch.name, params=arch.params, layers=arch.layers,
                        kv_bytes_per_token=arch.kv_bytes_per_token(), context=g.context, batch=g.batch,
                        positions=g.positions, ms=nulls, missing=(f"modelled, not priced: {why}",))
 
 
 def check_fits(s: Setup) -> None:
     """:raises InputError: the weights and the KV of one 1-token pass do not fit the device at this TP degree."""
-    need = float(memory_need(s.arch, 0, 1, 1, s.tp))
-    usable = USABLE_MEMORY * s.device.memory_bytes
+    need = float(setup_memory(s, 0, 1, 1))
+    usable = usable_bytes(s)
     if need > usable:
-        raise InputError(f"{s.arch.name} does not fit {s.device.name} at TP {s.tp}: needs {need / 1e9:.1f} GB per GPU,"
-                         f" {usable / 1e9:.1f} GB usable ({USABLE_MEMORY:.0%} of {s.device.memory_gib:g} GiB)")
+        raise InputError(f"{s.arch.name} ({s.dtype}) does not fit {s.device.name} at TP {s.tp}: needs "
+                         f"{need / 1e9:.1f} GB per GPU, {usable / 1e9:.1f} GB usable ({USABLE[s.engine]:.0%} of "
+                         f"{s.device.memory_gib:g} GiB); use more GPUs (:tpN) or a smaller format (:fp8, :int4)")
 
 
-def _provenance(device: DeviceSpec, tp: int, timed: str, command: str) -> Provenance:
+def _engine_notes(m: ModelSpec) -> tuple[str, ...]:
+    if m.engine == "hf-eager":
+        return (("MODELLED, not measured: lrsim.gpu's operator-level model of a transformers eager forward (SDPA "
+                 "attention, DynamicCache, bf16), per operator max(FLOPs / achieved FLOP/s, bytes / achieved "
+                 "bandwidth) + fixed costs."),)
+    from .engine_vllm import constants
+
+    c = constants()
+    return (("MODELLED, not measured: lrsim.gpu's operator-level model of vLLM's V1 model runner "
+             f"(v{c['vllm_version']}: fused kernels, merged QKV and gate-up GEMMs, FlashAttention over a paged "
+             f"{'fp8' if m.kv_dtype == 'fp8' else 'bf16'} KV cache, piecewise CUDA graphs up to "
+             f"{c['capture_tokens']} tokens), weights {m.dtype}."),
+            f"Engine step host time {c['step_us']:g} us per pass (wall only): {c['step_source']}.")
+
+
+def _provenance(m: ModelSpec, command: str) -> Provenance:
     eff, record = load_fit()
-    kind = "kernel sums (what CUDA graphs approach)" if timed == "kernel_sum" else "eager wall time (launch-bound)"
-    tp_note = (f"Tensor parallel {tp}: sharded GEMMs and heads, two ring all-reduces per layer at "
-               f"{device.ring_bandwidth(tp) / 1e9:g} GB/s per direction and {device.link_latency_us:g} us per step, "
-               "and a logits all-gather (modelled; never measured here).") if tp > 1 else "One GPU (TP 1)."
-    notes = (
-        ("MODELLED, not measured: lrsim.gpu's operator-level model of a transformers eager forward (SDPA attention, "
-         "DynamicCache, bf16), per operator max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + fixed costs."),
-        (f"Efficiencies fitted on one H100 ({', '.join(record['fitted_on']['archs'])}; {record['date']}) and "
-         f"applied to {device.name} relative to its datasheet peaks: an assumption."),
-        f"Device spec: {device.source} ({device.url}).",
-        tp_note,
-        f"Timing kind {timed}: {kind}; prefill tables are modelled in the same kind (a causal prompt, no cache).",
-        (f"Memory: a point is null where weights / TP + KV + activations exceed {USABLE_MEMORY:.0%} of the device's "
-         "memory (this reproduces which 32B shapes the H100 run could not fit)."))
+    device, tp, timed = m.device, m.tp, m.timed
+    kind = "kernel sums (the device's kernels back to back)" if timed == "kernel_sum" else (
+        "eager wall time (launch-bound)" if m.engine == "hf-eager" else "engine steps (graphs, launches, host time)")
+    coll = ("vLLM's custom all-reduce up to 8 MiB, NCCL beyond" if m.engine == "vllm" else "NCCL")
+    tp_note = (f"Tensor parallel {tp}: sharded GEMMs and heads, two all-reduces per layer ({coll}, priced by "
+               f"message size at {device.ring_bandwidth(tp) / 1e9:g} GB/s per direction) and a logits gather "
+               "(modelled; never measured here).") if tp > 1 else "One GPU (TP 1)."
+    notes = (*_engine_notes(m),
+             (f"Efficiencies fitted on one H100's transformers kernels ({', '.join(record['fitted_on']['archs'])}; "
+              f"{record['date']}) and applied to {device.name} relative to its datasheet peaks: an assumption."),
+             f"Device spec: {device.source} ({device.url}).",
+             tp_note,
+             f"Timing kind {timed}: {kind}; prefill tables are modelled in the same kind (a causal prompt, no cache).",
+             (f"Memory: a point is null where weights / TP + KV + activations exceed {USABLE[m.engine]:.0%} of the "
+              "device's memory."))
+    label = "vLLM" if m.engine == "vllm" else "transformers eager forward (SDPA, DynamicCache)"
     return Provenance(device=f"{device.label} (modelled)", engine=f"lrsim.gpu hardware model v{MODEL_VERSION} of a "
-                      f"transformers eager forward (SDPA, DynamicCache), TP {tp}", dtype="bfloat16",
+                      f"{label}, TP {tp}", dtype=m.dtype if m.dtype != "bf16" else "bfloat16",
                       date=record["date"], command=command, source="lrsim/data/gpus/fit-h100.json", notes=notes,
                       extra={"modelled": True, "model_version": MODEL_VERSION, "tp": tp, "timed": timed,
+                             "engine": m.engine, "dtype": m.dtype, "kv_dtype": m.kv_dtype, "spec": m.text(),
                              "device_spec": device.to_dict(), "efficiencies": eff.to_dict(),
                              "fitted_on": record["fitted_on"], "fit_command": record["command"]})
 
 
-def profile_name(device: DeviceSpec, tp: int, timed: str) -> str:
-    return f"model-{re.sub(r'[^A-Za-z0-9._-]', '-', device.name)}-tp{tp}-{'kernel' if timed == 'kernel_sum' else 'eager'}"
+def profile_name(m: ModelSpec) -> str:
+    """``model-DEVICE-tpN-DTYPE-ENGINE[-kvfp8]-KIND``."""
+    kv = "-kvfp8" if m.kv_dtype == "fp8" else ""
+    kind = "kernel" if m.timed == "kernel_sum" else "wall"
+    return f"model-{re.sub(r'[^A-Za-z0-9._-]', '-', m.device.name)}-tp{m.tp}-{m.dtype}-{m.engine}{kv}-{kind}"
 
 
-def synthesize(device: str | DeviceSpec, arch: str, tp: int = 1, timed: str = "kernel_sum", grid: Grid = Grid(),
-               name: str | None = None, command: str | None = None) -> Profile:
-    """A modelled profile of one architecture on one device at one TP degree.
+def _as_spec(spec: str | ModelSpec | DeviceSpec, tp: int | None = None, timed: str | None = None) -> ModelSpec:
+    m = spec if isinstance(spec, ModelSpec) else (ModelSpec(spec) if isinstance(spec, DeviceSpec)
+                                                   else parse_spec(spec))
+    if tp is not None:
+        m = replace(m, tp=tp)
+    if timed is not None:
+        if timed not in ("kernel_sum", "wall"):
+            raise InputError(f"timing kind must be kernel_sum or wall, got {timed!r}")
+        m = replace(m, timed=timed)
+    return m
+
+
+def synthesize(spec: str | ModelSpec | DeviceSpec, arch: str, tp: int | None = None, timed: str | None = None,
+               grid: Grid = Grid(), name: str | None = None, command: str | None = None) -> Profile:
+    """A modelled profile of one architecture (a shipped name, an alias or a ``config.json`` path).
+
+    ``spec``: ``DEVICE[:tpN][:DTYPE][:ENGINE]...`` or a :class:`ModelSpec`; ``tp`` and ``timed`` override it.
 
     :raises InputError: unknown device or architecture, TP not dividing the heads, the model not fitting memory.
     """
-    dev, a = get_device(device), load_arch(arch)
-    check_tp(a, tp)
-    if timed not in ("kernel_sum", "wall"):
-        raise InputError(f"timing kind must be kernel_sum or wall, got {timed!r}")
-    eff, _ = load_fit()
-    s = Setup(a, dev, eff, tp)
+    m = _as_spec(spec, tp, timed)
+    a = load_arch(arch)
+    check_tp(a, m.tp, m.engine)
+    s = m.setup(a)
     check_fits(s)
-    cmd = command or f"lrsim profiles --synthesize {dev.name} --arch {arch} --tp {tp} --timed {timed}"
-    return Profile(name=name or profile_name(dev, tp, timed), timed=timed, provenance=_provenance(dev, tp, timed, cmd),
-                   archs={a.name: arch_profile(s, grid, timed)},
-                   description=f"{dev.label}, TP {tp}: modelled forward-pass times ({timed}) of {a.name}")
+    cmd = command or f"lrsim profiles --synthesize {m.text()} --arch {arch}"
+    return Profile(name=name or profile_name(m), timed=m.timed, provenance=_provenance(m, cmd),
+                   archs={a.name: arch_profile(s, grid, m.timed)},
+                   description=f"{m.device.label}, TP {m.tp}, {m.dtype}, {m.engine}: modelled forward-pass times "
+                               f"({m.timed}) of {a.name}")
 
 
-def whole_device(dev: DeviceSpec, tp: int, timed: str, grid: Grid = Grid(), command: str | None = None) -> Profile:
-    """Every shipped architecture on ``dev`` at ``tp``; those it cannot run are all-null with the reason."""
-    eff, _ = load_fit()
-    archs = {}
-    for n in shipped():
+def whole_device(spec: str | ModelSpec | DeviceSpec, archs: tuple[str, ...] | None = None, grid: Grid = Grid(),
+                 command: str | None = None) -> Profile:
+    """``archs`` (default: every shipped architecture) on the spec's device, keyed by the names given.
+
+    Of every shipped architecture, those the device cannot run are all-null with the reason; one asked for by
+    name that cannot run is refused (:class:`InputError`, one line).
+    """
+    m = _as_spec(spec)
+    out = {}
+    for n in archs or tuple(shipped()):
         a = load_arch(n)
+        key = n if archs else a.name
         try:
-            check_tp(a, tp)
-            s = Setup(a, dev, eff, tp)
+            check_tp(a, m.tp, m.engine)
+            s = m.setup(a)
             check_fits(s)
         except InputError as e:
-            archs[n] = _empty(a, grid, str(e))
+            if archs:  # asked for by name: the reason is the answer
+                raise InputError(f"model:{m.text()}: {e}") from None
+            out[key] = _empty(a, grid, str(e), key)
             continue
-        archs[n] = arch_profile(s, grid, timed)
-    if all(a.unmeasured == len(grid.context) * len(grid.batch) * len(grid.positions) for a in archs.values()):
-        raise InputError(f"no shipped architecture runs on {dev.name} at TP {tp} (the TP degree must divide the "
-                         "attention and KV heads, and the weights must fit)")
-    cmd = command or f"lrsim profiles --synthesize {dev.name} --tp {tp} --timed {timed}"
-    return Profile(name=profile_name(dev, tp, timed), timed=timed, provenance=_provenance(dev, tp, timed, cmd),
-                   archs=archs, description=f"{dev.label}, TP {tp}: modelled forward-pass times ({timed}) of every "
-                   "shipped architecture")
+        out[key] = arch_profile(s, grid, m.timed, key)
+    if all(a.unmeasured == len(grid.context) * len(grid.batch) * len(grid.positions) for a in out.values()):
+        why = "; ".join(sorted({a.missing[0].removeprefix("modelled, not priced: ") for a in out.values()}))
+        raise InputError(f"nothing can be priced on model:{m.text()}: {why}")
+    cmd = command or f"lrsim profiles --synthesize {m.text()}"
+    return Profile(name=profile_name(m), timed=m.timed, provenance=_provenance(m, cmd), archs=out,
+                   description=f"{m.device.label}, TP {m.tp}, {m.dtype}, {m.engine}: modelled forward-pass times "
+                               f"({m.timed}) of {'every shipped architecture' if not archs else ', '.join(out)}")
 
 
-@functools.lru_cache(maxsize=16)
-def profile_for_spec(spec: str) -> Profile:
-    """The modelled profile ``--hardware model:SPEC`` names: ``DEVICE[:tpN][:kernel|:eager]``, every architecture.
+@functools.lru_cache(maxsize=64)
+def profile_for_spec(spec: str, archs: tuple[str, ...] | None = None) -> Profile:
+    """The modelled profile ``--hardware model:SPEC`` names, of ``archs`` (default every shipped architecture).
 
     :raises InputError: unknown device, bad suffix or TP degree (one line).
     """
-    dev, tp, timed = parse_spec(spec)
-    return whole_device(dev, tp, timed, command=f"lrsim profiles --synthesize {dev.name} --tp {tp} --timed {timed} "
-                        f"(resolved from model:{spec})")
+    m = parse_spec(spec)
+    return whole_device(m, archs, command=f"lrsim profiles --synthesize {m.text()} (resolved from model:"
+                        f"{str(spec).removeprefix('model:')})")

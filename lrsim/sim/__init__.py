@@ -48,16 +48,18 @@ step length, i.i.d. acceptance, ``W = 1``, ``token_model = "mean"`` and
 
 Modules: :mod:`.config` (configuration and validation), :mod:`.streams` and
 :mod:`.workload` (random streams, latencies, passes per step), :mod:`.servers`,
-:mod:`.events` and the three schedulers (event engine), :mod:`.renewal`
+:mod:`.events` and the three schedulers (event engine), :mod:`.async_loop` (async on a
+dedicated event loop: the event engine's numbers, faster; runs can be continued), :mod:`.renewal`
 (sync and ar without events: the same cycles from the same streams),
 :mod:`.results` (the cycle log both engines return, every statistic from it),
 :mod:`.export` (lr-trace and Chrome trace), :mod:`.engine` (:func:`simulate`).
 """
 
 from .config import ENGINES, JOINS, MAX_DRAFT_BATCH, MODES, STEP_TOKENS, TOKEN_MODELS, SimConfig, validate
-from .engine import simulate
+from .engine import Continuable, simulate
+from .streams import sharing
 from .results import CycleLog, SimResult, summarize
 from .workload import accept_probability
 
-__all__ = ["ENGINES", "JOINS", "MAX_DRAFT_BATCH", "MODES", "STEP_TOKENS", "TOKEN_MODELS", "CycleLog", "SimConfig",
-           "SimResult", "accept_probability", "simulate", "summarize", "validate"]
+__all__ = ["ENGINES", "JOINS", "MAX_DRAFT_BATCH", "MODES", "STEP_TOKENS", "TOKEN_MODELS", "Continuable", "CycleLog",
+           "SimConfig", "SimResult", "accept_probability", "sharing", "simulate", "summarize", "validate"]

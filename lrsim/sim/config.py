@@ -18,6 +18,7 @@ MODES = SIM_MODES
 TOKEN_MODELS = ("sampled", "mean")
 JOINS = ("iteration", "immediate")
 PREFILLS = ("none", "last", "unseen")
+COLOCATED = ("none", "draft", "verifier", "draft+verifier")
 ENGINES = ("auto", "des", "renewal")
 MAX_DRAFT_BATCH = 4096
 STEP_TOKENS = 52  # default step length: ~52 tokens per step measured in MEASUREMENTS.md
@@ -73,6 +74,9 @@ class SimConfig:
                                            "target row conditioned on that draft finds that much of it in the KV "
                                            "the earlier row wrote (as far as that row has written); None: 0")
     overlap_rejected: Dist | None = option("the same when the draft is rejected")
+    colocated: str = option("roles that share the target's device: 'none' (each on devices of its own, the paper's "
+                            "deployment), 'draft', 'verifier' or 'draft+verifier': while such a role runs a pass the "
+                            "target's iterations stall (event engine; sync never overlaps them anyway)", "none")
     draft_sd: bool = option("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
     token_model: str = option("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
                               "sampled")
@@ -159,6 +163,9 @@ def _check_choices(cfg: SimConfig) -> None:
     _choice("verify_calls", cfg.verify_calls, VERIFY_CALLS)
     _choice("join", cfg.join, JOINS)
     _choice("prefill", cfg.prefill, PREFILLS)
+    _choice("colocated", cfg.colocated, COLOCATED)
+    if cfg.colocated != "none" and cfg.engine == "renewal" and cfg.mode != "sync":
+        raise InputError("a colocated drafter or verifier is modelled on the event engine only")
     if cfg.prefill != "none" and cfg.engine == "renewal":
         raise InputError("prefill is modelled on the event engine only (engine 'des' or 'auto')")
 

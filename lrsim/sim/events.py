@@ -39,8 +39,9 @@ class EventRun:
         self.tau1 = work.tau1
         self.rec = Recorder(cfg, work.tpasses.sampled) if record else None
         self.env = simpy.Environment() if env is None else env
+        self.shares = set(cfg.colocated.split("+")) - {"none"}  # roles whose passes stall the target's
         if srv is None:
-            server = FixedRateServer if work.fixed_rate else TargetServer
+            server = FixedRateServer if work.fixed_rate and not self.shares else TargetServer  # only it can stall
             srv = server(self.env, work.iteration_time, cfg.join == "iteration")
         self.srv = srv
         self.cycle_end: list[float] = []
@@ -101,12 +102,17 @@ class EventRun:
         """
         d, lens, b = self.work.draft(depth, cap, self.catchup)
         self.catchup = 0
+        if "draft" in self.shares:  # on the target's device: the two take turns (the target stalls meanwhile)
+            d = self.srv.stall(now, d) - now
         ev = Timeout(self.env, d)
         ev.t = now + d  # when it fires (SimPy's own sum)
         return ev, [now, ev.t, lens, b, False]
 
     def verify(self, seconds: float, now: float) -> simpy.Event:
-        """A verifier call of ``seconds`` from ``now`` on the run's own verifier (calls overlap); ``event.t``: its end."""
+        """A verifier call of ``seconds`` from ``now`` on the run's own verifier (calls overlap; a colocated one
+        stalls the target and queues behind other stalls); ``event.t``: its end."""
+        if "verifier" in self.shares:
+            seconds = self.srv.stall(now, seconds) - now
         ev = Timeout(self.env, seconds)
         ev.t = now + seconds
         return ev

@@ -122,22 +122,46 @@ def _ar_block(work: Workload, n: int, costs: dict[int, float]) -> dict[str, np.n
 
 def run_renewal(cfg: SimConfig, work: Workload) -> CycleLog:
     """Simulate ``cfg`` (sync or ar) cycle by cycle in blocks; the cycle log the event engine would give."""
-    block = _sync_block if cfg.mode == "sync" else _ar_block
-    wall = time.perf_counter()
-    costs = {b: work.iteration_time(b) for b in range(1, cfg.k1 + 1)}
-    per_cycle = max(1.0, expected_steps_per_cycle(cfg))
-    parts, steps = [], 0
-    while steps < cfg.steps:
-        n = int(min(BLOCK_MAX, max(BLOCK_MIN, 1.1 * (cfg.steps - steps) / per_cycle + 16)))
-        part = block(work, n, costs)
-        parts.append(part)
-        steps += int(part["steps"].sum())
-    c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    cut = int(np.searchsorted(np.cumsum(c["steps"]), cfg.steps, side="left")) + 1  # the cycle reaching N
-    c = {k: v[:cut] for k, v in c.items()}
-    return CycleLog(end=np.cumsum(c["time"]), base=c["base"] * work.tau1, steps=int(c["steps"].sum()),
-                    tokens=float(c["tokens"].sum()), accepted=int(c["accepted"].sum()),
-                    decisive=int(c["decisive"].sum()),
-                    seq_time=float(c["seq_time"].sum()), seq_iters=float(c["seq_iters"].sum()),
-                    wasted=float(c["wasted"].sum()), peak=cfg.k1 if cfg.mode == "sync" else 1,
-                    engine="renewal", events=0, wall=time.perf_counter() - wall)
+    return RenewalRun(cfg, work).advance(cfg.steps)
+
+
+class RenewalRun:
+    """A renewal run that can be continued: :meth:`advance` (steps) gives the cycle log of a run of that many steps.
+
+    Every stream is drawn in order whatever the block sizes, so cycle ``i`` is the same in every run of this
+    configuration: a longer run draws more blocks after the ones it has and cuts where its steps are reached.
+    """
+
+    def __init__(self, cfg: SimConfig, work: Workload):
+        self.cfg, self.work = cfg, work
+        self.block = _sync_block if cfg.mode == "sync" else _ar_block
+        self.costs = {b: work.iteration_time(b) for b in range(1, cfg.k1 + 1)}
+        self.per_cycle = max(1.0, expected_steps_per_cycle(cfg))
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.steps = 0  # output steps of the cycles drawn so far
+        self.wall = 0.0
+
+    def can_reach(self, target: int) -> bool:
+        """Always: the cycles drawn so far are cut wherever a run of ``target`` steps ends."""
+        return True
+
+    def advance(self, target: int) -> CycleLog:
+        """The cycle log of a run of ``target`` output steps (drawing the cycles it lacks)."""
+        wall = time.perf_counter()
+        while self.steps < target:
+            n = int(min(BLOCK_MAX, max(BLOCK_MIN, 1.1 * (target - self.steps) / self.per_cycle + 16)))
+            part = self.block(self.work, n, self.costs)
+            self.parts.append(part)
+            self.steps += int(part["steps"].sum())
+        parts = self.parts
+        c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        cut = int(np.searchsorted(np.cumsum(c["steps"]), target, side="left")) + 1  # the cycle reaching N
+        c = {k: v[:cut] for k, v in c.items()}
+        cfg, work = self.cfg, self.work
+        self.wall += time.perf_counter() - wall
+        return CycleLog(end=np.cumsum(c["time"]), base=c["base"] * work.tau1, steps=int(c["steps"].sum()),
+                        tokens=float(c["tokens"].sum()), accepted=int(c["accepted"].sum()),
+                        decisive=int(c["decisive"].sum()),
+                        seq_time=float(c["seq_time"].sum()), seq_iters=float(c["seq_iters"].sum()),
+                        wasted=float(c["wasted"].sum()), peak=cfg.k1 if cfg.mode == "sync" else 1,
+                        engine="renewal", events=0, wall=self.wall)

@@ -27,7 +27,7 @@ class CycleLog:
     wasted: float  #: sequence-iterations on cancelled or rejected-branch steps
     peak: int  #: most target sequences at once
     engine: str  #: 'des' or 'renewal'
-    events: int  #: SimPy events processed (0 for the renewal engine)
+    events: int  #: events processed (SimPy's, or the async loop's; 0 for the renewal engine)
     wall: float  #: wall seconds of the run
 
 
@@ -53,8 +53,8 @@ class SimResult:
     wasted_target_work: float  #: share of target sequence-iterations on cancelled or rejected-branch steps
     peak_positions: int  #: most target positions in use at once
     c1_eff: float  #: draft step / target step time at batch 1 (mean lengths, draft batch W)
-    engine: str  #: 'des' (SimPy events) or 'renewal' (vectorised cycles, sync and ar; same results)
-    events: int  #: SimPy events processed (0 for the renewal engine)
+    engine: str  #: 'des' (events: SimPy's, or async's dedicated loop, same results) or 'renewal' (sync and ar)
+    events: int  #: events processed (SimPy's, or the async loop's; 0 for the renewal engine)
     wall_seconds: float
     events_per_second: float
     config: dict = field(default_factory=dict)

@@ -81,6 +81,8 @@ class TargetServer:
         self.wasted = 0.0  # sequence-iterations on wasted steps
         self.peak = 0
         self._d: dict[int, float] = {}
+        self.stalled_until = -math.inf  # the device runs another role's passes until then (colocated roles)
+        self.stalled = 0.0  # seconds the target spent stalled
 
     # -- wake-ups (see the tie rule in the module docstring)
 
@@ -97,6 +99,20 @@ class TargetServer:
         self.token += 1
         self.due = math.inf
 
+    def stall(self, now: float, seconds: float) -> float:
+        """Another role runs ``seconds`` of passes on this device from ``now`` (after any stall already queued):
+        the target's work clock stops meanwhile (kernels of two processes on one GPU take turns; the time they
+        need adds up).  Returns when the other role's passes end."""
+        self._advance(now)
+        start = max(now, self.stalled_until)
+        self.stalled_until = start + seconds
+        self.stalled += seconds
+        self.t0 = max(self.t0, self.stalled_until)
+        self.wake_at = math.inf  # every planned finish moves by the stall
+        self._unschedule()
+        self._plan()
+        return self.stalled_until
+
     def catch_up(self) -> None:
         """Process a wake-up due now before anything else happens at this instant (the tie rule)."""
         while self.due <= self.env.now:
@@ -112,7 +128,7 @@ class TargetServer:
             dw = (now - self.t0) / self.d  # one iteration per d(b) seconds
             self.work += dw
             self.rowwork += dw * len(self.jobs)
-        self.t0 = now
+        self.t0 = max(now, self.stalled_until)  # a stalled clock resumes when the stall ends
         return now
 
     def _next_boundary(self) -> float:
@@ -307,7 +323,7 @@ class TargetServer:
         if self.firsts:
             nxt = min(nxt, min(f for f, _ in self.firsts) - w)  # or to the end of a prefilling first pass
         now = self.env.now
-        t = now + max(nxt, 0.0) * self.d
+        t = max(now, self.t0) + max(nxt, 0.0) * self.d  # t0 > now while the device runs another role
         if t >= self.wake_at:
             return  # the live wake-up comes first and plans again
         self.wake_at = t

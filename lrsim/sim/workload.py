@@ -60,8 +60,11 @@ class Workload:
         self.dlen = lengths(dtokens, r_dlen)
         self.rlen = lengths(cfg.request_tokens, r_req) if cfg.request_tokens is not None else None
         mean = cfg.token_model == "mean"
-        self.tpasses = PassModel(Passes(r_tpass, cfg.alpha2, cfg.k2) if sd else None, mean, self.mu2)
-        self.dpasses = PassModel(Passes(r_dpass, cfg.alpha2, cfg.k2) if sd and cfg.draft_sd else None, mean, self.mu2)
+        # the streams of tokens per pass and their step lengths, as streams.sharing() identifies them
+        tshare, dshare = (cfg.seed, "target", cfg.step_tokens), (cfg.seed, "draft", dtokens)
+        self.tpasses = PassModel(Passes(r_tpass, cfg.alpha2, cfg.k2, share=tshare) if sd else None, mean, self.mu2)
+        self.dpasses = PassModel(Passes(r_dpass, cfg.alpha2, cfg.k2, share=dshare) if sd and cfg.draft_sd else None,
+                                 mean, self.mu2)
         dsd = self.sd_factor if sd and cfg.draft_sd else 1.0
         self.q = 1 + cfg.spec_fill * (cfg.k2 - 1)  # positions a target pass computes per row, on average
         dk = self.q if sd and cfg.draft_sd else 1

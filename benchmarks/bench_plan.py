@@ -1,0 +1,109 @@
+"""Benchmark ``lrsim plan --hardware`` against its target (issue 31, performance): under 3 s for M = 64.
+
+Measures, in one run:
+- the command ``lrsim plan --hardware model:h100:tp2 --target-arch qwen2.5-32b --draft-arch qwen2.5-1.5b --alpha1 0.6
+  --alpha2 0.6 --budget 64`` as a user runs it: a fresh Python process, imports and the modelled profile included,
+  wall seconds, best and median of ``--repeat`` runs (target: under 3 s);
+- the plan itself in this process (:func:`lrsim.compose.plan`, imports and profile done beforehand), wall and CPU
+  seconds, with its phases (screening; the best 10 re-simulated; the winner's long run; the closed form's choice),
+  so that a slow import is told apart from a slow plan.
+The load average before and after and the CPU model are printed: other processes on the machine slow every number
+here (the 2-core machines this runs on are shared).
+
+Run: python benchmarks/bench_plan.py [--repeat N] [--json]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+from report import report
+
+import lrsim
+import lrsim.compose as compose
+
+COMMAND = ["plan", "--hardware", "model:h100:tp2", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
+           "--alpha1", "0.6", "--alpha2", "0.6", "--budget", "64"]
+TARGET = 3.0  # seconds, the whole command
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def command_wall() -> float:
+    """Wall seconds of the command in a fresh interpreter (output discarded; exit code 0 required)."""
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "lrsim.cli", *COMMAND], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"bench_plan: lrsim {' '.join(COMMAND)} exited with {p.returncode}: {p.stderr.strip()}")
+    return wall
+
+
+def plan_in_process() -> tuple[float, float, dict[str, float]]:
+    """Wall and CPU seconds of compose.plan (as the command calls it), and the wall seconds of its phases."""
+    hw = lrsim.hardware("model:h100:tp2", target_arch="qwen2.5-32b", draft_arch="qwen2.5-1.5b")
+    b = compose.Behaviour(alpha1=0.6, alpha2=0.6)
+    phases: dict[str, float] = {}
+    originals = {}
+    for name in ("_screen", "_refine", "predict", "closed_form_plan_of"):
+        originals[name] = f = getattr(compose, name)
+
+        def timed(*a, _f=f, _name=name, **kw):
+            t = time.perf_counter()
+            try:
+                return _f(*a, **kw)
+            finally:
+                phases[_name] = phases.get(_name, 0.0) + time.perf_counter() - t
+
+        setattr(compose, name, timed)
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        compose.plan(b, hw, 64)
+        return time.perf_counter() - wall, time.process_time() - cpu, phases
+    finally:
+        for name, f in originals.items():
+            setattr(compose, name, f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs of the command (best and median reported)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    load0 = os.getloadavg()
+    walls = sorted(command_wall() for _ in range(max(1, args.repeat)))
+    wall, cpu, phases = plan_in_process()
+    shown = "lrsim " + " ".join(COMMAND)
+    rows = [
+        {"what": "plan --hardware M = 64, command, best (wall s)", "measured": walls[0], "target": TARGET,
+         "ratio": TARGET / walls[0], "note": f"{len(walls)} runs: " + ", ".join(f"{w:.2f}" for w in walls)
+         + f" s; {shown}"},
+        {"what": "plan --hardware M = 64, command, median (wall s)", "measured": statistics.median(walls),
+         "target": TARGET, "ratio": TARGET / statistics.median(walls)},
+        {"what": "plan --hardware M = 64, in process (wall s)", "measured": wall, "target": TARGET,
+         "ratio": TARGET / wall, "cpu_seconds": cpu, "note": f"{cpu:.2f} CPU-s; phases (wall s): "
+         + ", ".join(f"{k.strip('_')} {v:.2f}" for k, v in phases.items())
+         + "; the command's remaining time is Python's start, imports and the modelled profile"},
+    ]
+    machine = {"cpu": cpu_model(), "python": platform.python_version(), "machine": platform.machine(),
+               "cpus": os.cpu_count(), "loadavg_before": load0, "loadavg_after": os.getloadavg()}
+    report(machine, rows, args.json, width=52)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The ``vllm`` engine: vLLM's V1 model runner (v0.10.1, the version the official LR code runs) with piecewise CUDA
+graphs, FlashAttention over a paged KV cache, fused kernels and merged projections.
+
+Per decoder layer (``vllm/model_executor/models/qwen2.py``, ``qwen3.py``, ``llama.py``; v0.10.1), local heads and
+MLP width divided by the TP degree ``n`` (KV heads replicated where ``n`` exceeds them):
+
+- ``input_layernorm``, ``post_attention_layernorm`` (``fused_add_rms_norm``: residual add + RMSNorm): read x
+  and the residual, write both, 8 bytes per element; 2 kernels;
+- ``qkv_proj`` (``QKVParallelLinear``, one merged GEMM, bias in its epilogue), in the weights' format; 1;
+- Qwen3's ``q_norm``, ``k_norm`` (``RMSNorm`` per head): read + write q and k, 4 bytes per element; 2;
+- ``rotary_emb`` (in place on q and k): 4 bytes per element; 1;
+- ``reshape_and_cache_flash``: the ``M`` new K/V rows, read, and written in the KV format; 1;
+- attention (``FlashAttentionImpl``, vllm-flash-attn): K and V read once per KV head, ``b (L+q) h_kv d x 2`` x
+  KV bytes; ``4 b H q (L+q) d`` FLOPs (causal prefill: half); 1;
+- ``o_proj`` (``RowParallelLinear``), ``gate_up_proj`` (``MergedColumnParallelLinear``), ``act_fn``
+  (``SiluAndMul``: read ``2 I``, write ``I``, 6 bytes per element of ``I``), ``down_proj``; 4;
+- TP: an all-reduce after ``o_proj`` and after ``down_proj`` (:mod:`lrsim.gpu.collectives`); 2;
+- fp8 (w8a8): ``scaled_fp8_quant`` of each GEMM's input (read bf16, write 1 byte per element); 4.
+
+10 kernels per layer (12 with Qwen3's q/k norms; + 2 with TP, + 4 with w8a8), against transformers' 39.  Per
+pass: the embedding (``VocabParallelEmbedding``: a gather, and under TP a mask and an all-reduce), the final norm,
+the LM head (bf16, vocab-parallel; the logits of every fed position, as speculative verification needs; a
+prompt's last position only in a prefill), the logits' all-gather under TP (NCCL), and the sampler (greedy:
+logits to fp32 and argmax) with the step's input copies.
+
+**Timing.**  ``kernel_sum`` is the sum of the operators (each a roofline plus ``t_k``, :mod:`lrsim.gpu.ops`).
+``wall`` is what one engine step takes::
+
+    wall = t_step + max(kernel sum, host launches)
+
+- Up to ``capture_tokens`` tokens per pass (vLLM's largest CUDA-graph capture size, 512 by default) the layers
+  run as piecewise CUDA graphs split at attention (``CompilationConfig.splitting_ops``): the host launches two
+  things per layer (a graph and the attention call) and the eager logits/sampler tail; beyond it (large
+  prefills) every kernel is launched eagerly.  Each launch costs the fitted ``t_host`` (an assumption: the
+  fit is of transformers' eager launches).
+- ``t_step`` is the engine's host time per step outside the forward (scheduling, input preparation, the sampled
+  tokens' copy back, output processing): the one vLLM constant fitted on vLLM data
+  (``lrsim/data/gpus/engine-vllm.json``, ``studies/fit_vllm_engine.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .collectives import all_reduce, nccl_all_gather
+from .dtypes import BF16
+from .ops import elementwise, gemm, linear, mem_s
+from .setup import Setup
+
+ENGINE_FILE = Path(__file__).resolve().parents[1] / "data" / "gpus" / "engine-vllm.json"
+LAYER_KERNELS = 10  # 2 norms, qkv, rope, cache write, attention, o, gate_up, act, down
+QK_NORM_KERNELS = 2
+PASS_KERNELS = 1 + 1 + 1 + 3 + 4  # embedding, final norm, LM head, sampler (fp32 cast, argmax, copy), input copies
+TAIL_LAUNCHES = 1 + 3 + 4  # launched eagerly after the graphs: LM head, sampler, and the input copies before them
+GRAPH_LAUNCHES_PER_LAYER = 2  # a piecewise graph and the attention call
+
+
+@functools.lru_cache(maxsize=1)
+def constants() -> dict:
+    """The engine's constants and their provenance (``lrsim/data/gpus/engine-vllm.json``)."""
+    return json.loads(ENGINE_FILE.read_text(encoding="utf-8"))
+
+
+def attention(s: Setup, L, b, q, prefill: bool = False):
+    """FlashAttention over the paged cache, per layer: ``max(FLOPs / (e_f F), bytes / (e_b B)) + t_k``.
+
+    Bytes: K and V of ``L + q`` tokens read once per KV head, in the KV format, plus q in and the output out.
+    FLOPs: ``4 b H q (L + q) d`` (causal prefill over no cache: ``2 b H q^2 d``).
+    """
+    a = s.arch
+    heads, d = a.heads // s.tp, a.head_dim
+    kv = b * (L + q) * s.kv_heads * d * 2 * s.kv_bytes + 2 * b * q * heads * d * BF16
+    flops = 2.0 * b * heads * q * q * d if prefill else 4.0 * b * heads * q * (L + q) * d
+    return np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, kv)) + s.kernel_s
+
+
+def layer_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
+    """Seconds of each operator of one decoder layer (arrays over the shapes)."""
+    a, n = s.arch, s.tp
+    M = b * q
+    h, hq, hkv, inter = a.hidden, a.q_dim // n, s.kv_heads * a.head_dim, a.intermediate // n
+    ops = {
+        "norms": elementwise(s, 2 * M * 4 * BF16 * h, 2),  # fused residual add + RMSNorm: read 2, write 2
+        "qkv": linear(s, M, hq + 2 * hkv, h),
+        "rope": elementwise(s, M * 2 * BF16 * (hq + hkv), 1),  # in place on q and k
+        "kv_write": elementwise(s, M * hkv * 2 * (BF16 + s.kv_bytes), 1),  # reshape_and_cache_flash
+        "attention": attention(s, L, b, q, prefill),
+        "o": linear(s, M, h, hq),
+        "mlp": linear(s, M, 2 * inter, h) + elementwise(s, M * 3 * BF16 * inter, 1) + linear(s, M, h, inter),
+        "all_reduce": 2 * all_reduce(s, M * h * BF16),
+    }
+    if a.qk_norm:
+        ops["qk_norm"] = elementwise(s, M * 2 * BF16 * (hq + hkv), QK_NORM_KERNELS)
+    return ops
+
+
+def forward_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
+    """Seconds of each operator summed over the pass: layers x per-layer ops, embedding, LM head, sampler."""
+    a = s.arch
+    M = b * q
+    rows = b if prefill else M  # logits: a prompt's last position; every fed position of a decode/verify pass
+    vocab = -(-a.vocab // s.tp)  # vocab-parallel LM head (ceil)
+    ops = {k: a.layers * v for k, v in layer_ops(s, L, b, q, prefill).items()}
+    ops["embedding"] = elementwise(s, 2 * M * a.hidden * BF16, 1 + 2 * (s.tp > 1)) + all_reduce(s, M * a.hidden * BF16)
+    ops["final_norm"] = elementwise(s, M * 4 * BF16 * a.hidden, 1)
+    ops["lm_head"] = gemm(s, rows, vocab, a.hidden) + nccl_all_gather(s, rows * a.vocab * BF16)
+    # greedy sampler (logits to fp32: read 2 write 4 bytes; argmax: read 4) and the step's 4 input copies
+    ops["sampler"] = elementwise(s, rows * a.vocab * (BF16 + 4 + 4), 3 + 4)
+    return ops
+
+
+def kernels(s: Setup) -> int:
+    """Kernels one pass runs (launched one by one only beyond the CUDA-graph capture sizes)."""
+    per_layer = (LAYER_KERNELS + QK_NORM_KERNELS * s.arch.qk_norm + 2 * (s.tp > 1)
+                 + 4 * s.fmt.quant_kernels)
+    return s.arch.layers * per_layer + PASS_KERNELS + 3 * (s.tp > 1)
+
+
+def host_s(s: Setup, M):
+    """Host time to launch one pass: piecewise graphs up to the capture size, every kernel beyond it."""
+    graphs = (s.arch.layers * GRAPH_LAUNCHES_PER_LAYER + TAIL_LAUNCHES) * s.host_s
+    return np.where(M <= constants()["capture_tokens"], graphs, kernels(s) * s.host_s)
+
+
+def wall_s(s: Setup, kernel_sum, M):
+    """One engine step: ``t_step + max(kernel sum, host launches)``."""
+    return constants()["step_us"] * 1e-6 + np.maximum(kernel_sum, host_s(s, M))

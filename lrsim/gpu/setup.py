@@ -1,0 +1,98 @@
+"""What one modelled pass runs on: the architecture, the device, the fitted efficiencies, the engine, the TP degree
+and the number formats (:class:`Setup`), and the efficiencies themselves (:class:`Efficiencies`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import InputError
+from .archs import ArchConfig
+from .devices import DeviceSpec
+from .dtypes import BF16, Dtype, get_dtype, kv_bytes
+
+ENGINE_NAMES = ("vllm", "hf-eager")
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """The fitted parameters (``lrsim/data/gpus/fit-h100.json``): fractions of the spec's peaks, and fixed costs."""
+
+    flops: float = 0.7  # achieved fraction of the dense bf16 peak (GEMMs, prefill attention)
+    bandwidth: float = 0.8  # achieved fraction of memory bandwidth (weights, activations, KV copies)
+    kernel_us: float = 2.0  # fixed device time per kernel (us)
+    splitk_bytes: float = 60.0  # bytes per GEMM output element and row, up to splitk_rows rows (split-K partials)
+    splitk_rows: float = 20.0  # rows over which a skinny GEMM's extra output traffic grows
+    attn_decode: float = 0.66  # fraction of bandwidth of q = 1 attention (K and V read once per query head)
+    attn_masked: float = 0.04  # fraction of bf16 peak of q > 1 attention on 64-row query tiles
+    masked_ns_per_token: float = 20.0  # q > 1 attention: ns per layer and cached token, whatever the batch
+    masked_layer_us: float = 15.0  # q > 1 attention: us per layer (mask path)
+    host_us: float = 35.0  # wall only: host time per kernel launched by the eager forward (us)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one pass runs on: architecture, device, efficiencies, TP degree, engine and number formats.
+
+    ``engine``: ``hf-eager`` (transformers' eager forward, what the H100 profiles measured; the default here so
+    that the fit reproduces) or ``vllm``; ``dtype``: the linear layers' weights (:mod:`lrsim.gpu.dtypes`);
+    ``kv_dtype``: the KV cache's.
+    """
+
+    arch: ArchConfig
+    device: DeviceSpec
+    eff: Efficiencies
+    tp: int = 1
+    engine: str = "hf-eager"
+    dtype: str = "bf16"
+    kv_dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINE_NAMES:
+            raise InputError(f"unknown engine {self.engine!r}: known are {', '.join(ENGINE_NAMES)}")
+        get_dtype(self.dtype)
+        kv_bytes(self.kv_dtype)
+        if self.engine == "hf-eager" and (self.dtype not in ("bf16", "fp16") or kv_bytes(self.kv_dtype) != BF16):
+            raise InputError(f"the hf-eager engine is priced in bf16 only (weights and KV cache), not "
+                             f"{self.dtype} / KV {self.kv_dtype}: use the vllm engine for quantized formats")
+
+    @property
+    def kernel_s(self) -> float:
+        return 1e-6 * (self.device.kernel_us if self.device.kernel_us is not None else self.eff.kernel_us)
+
+    @property
+    def host_s(self) -> float:
+        return 1e-6 * (self.device.host_us if self.device.host_us is not None else self.eff.host_us)
+
+    @property
+    def fmt(self) -> Dtype:
+        """The linear layers' format as this device runs it (FP8 falls back to weight-only without FP8 cores)."""
+        return get_dtype(self.dtype, self.device.fp8_flops is not None)
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes per cached K or V element."""
+        return kv_bytes(self.kv_dtype)
+
+
+    @property
+    def kv_heads(self) -> int:
+        """KV heads per GPU: ``kv_heads / tp``, or 1 where vLLM replicates them (``tp`` a multiple of them)."""
+        return max(1, self.arch.kv_heads // self.tp)
+
+
+def check_tp(arch: ArchConfig, tp: int, engine: str = "hf-eager") -> None:
+    """:raises InputError: ``tp`` does not divide the attention heads, or the KV heads (one line).
+
+    vLLM also runs a TP degree that is a multiple of the KV heads, replicating them
+    (``vllm/model_executor/layers/linear.py``, ``QKVParallelLinear``: ``num_kv_head_replicas``).
+    """
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise InputError(f"TP degree must be an integer >= 1, got {tp!r}")
+    kv_ok = arch.kv_heads % tp == 0 or (engine == "vllm" and tp % arch.kv_heads == 0)
+    if arch.heads % tp or not kv_ok:
+        rule = " (nor is it a multiple of the KV heads, which vLLM would replicate)" if engine == "vllm" else ""
+        raise InputError(f"TP {tp} does not divide {arch.name}'s {arch.heads} attention heads and {arch.kv_heads} "
+                         f"KV heads{rule}")
