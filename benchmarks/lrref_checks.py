@@ -12,7 +12,7 @@
 
 ``python benchmarks/lrref_checks.py profile-agreement [--n 4]``
     does the profiler's timing of SmolLM2-135M's architecture (random weights)
-    predict a real lrref ``ar`` decode (:func:`lrref.agreement.round_ratios`:
+    predict a real lrref ``ar`` decode (``round_ratios`` of ``profile_agreement.py``:
     n rounds of a 16-token decode then the profiler's passes, one thread,
     float32)?  Target: the median over rounds of recorded / predicted within
     30% of 1.  A timing: run it on an idle machine (it prints the load average).
@@ -28,7 +28,7 @@ import time
 
 def _setup(dtype: str, prefix_cache: bool = True):
     from lrref import models
-    from lrref.hf import HFBackend
+    from lrref.backends.hf import HFBackend
 
     t = HFBackend(models.resolve(models.DEFAULT_TARGET), dtype=dtype, threads=2, prefix_cache=prefix_cache)
     d = HFBackend(models.resolve(models.DEFAULT_DRAFT), dtype=dtype, threads=2, prefix_cache=prefix_cache)
@@ -45,8 +45,8 @@ def _problems(n: int) -> list[str]:
 
 
 def _run(mode: str, t, d, q: str, max_tokens: int, exact_strict: bool = True):
-    from lrref.decoder import DecodeConfig, Decoder
-    from lrref.verifiers import ExactVerifier, VerifierConfig, build
+    from lrref.decode.decoder import DecodeConfig, Decoder
+    from lrref.verify.verifiers import ExactVerifier, VerifierConfig, build
 
     cfg = DecodeConfig(mode=mode, gamma=3, max_step_tokens=64, max_tokens=max_tokens, threads=2)
     v = ExactVerifier(normalize=False) if exact_strict else build(VerifierConfig("embedding"))
@@ -97,7 +97,7 @@ def profile_agreement(n: int, max_tokens: int) -> dict:
     from pathlib import Path
 
     from lrref import models
-    from lrref.agreement import round_ratios
+    from profile_agreement import round_ratios  # beside this script
 
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:

@@ -14,7 +14,6 @@ values are from.  Torch-free.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,20 +65,23 @@ def source_label(a: Arch) -> str:
 
 
 def shipped() -> list[str]:
-    """Names of the shipped architecture configs."""
-    return sorted(p.stem for p in ARCH_DIR.glob("*.json"))
+    """Names of the shipped architecture configs (:func:`lrsim.gpu.archs.shipped`)."""
+    from lrsim.gpu.archs import shipped as names
+
+    return names()
 
 
-def _from_file(name: str, path: Path) -> Arch:
+def _read(spec: str, name: str | None = None) -> Arch:
+    """An :class:`Arch` through lrsim's one reader of architecture configs (:func:`lrsim.gpu.archs.read_arch`: the
+    same checks for a shipped config and a model directory's)."""
+    from lrsim.errors import InputError
+    from lrsim.gpu.archs import read_arch
+
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"{path}: cannot read a model config ({e})") from None
-    need = ("model_type", "num_hidden_layers", "num_attention_heads", "hidden_size", "vocab_size")
-    missing = [k for k in need if k not in d] if isinstance(d, dict) else list(need)
-    if missing:
-        raise UsageError(f"{path}: not a transformers causal-LM config (missing {', '.join(missing)})")
-    return Arch(name, {k: v for k, v in d.items() if not k.startswith("_")}, str(path))
+        f = read_arch(spec, name=name)
+    except InputError as e:
+        raise UsageError(str(e)) from None
+    return Arch(f.name, {k: v for k, v in f.config.items() if not k.startswith("_")}, str(f.path))
 
 
 def load_arch(name: str) -> Arch:
@@ -89,11 +91,10 @@ def load_arch(name: str) -> Arch:
     """
     from lrsim.gpu.archs import canonical
 
-    n = canonical(name) if name else None
-    if n is None:
+    if not name or canonical(name) is None:
         raise UsageError(f"unknown architecture {name!r}: shipped are {', '.join(shipped())} "
                          "(or give --model DIR)")
-    return _from_file(n, ARCH_DIR / f"{n}.json")
+    return _read(name)
 
 
 def arch_from_model(spec: str, cache: str | os.PathLike | None = None) -> Arch:
@@ -109,5 +110,4 @@ def arch_from_model(spec: str, cache: str | os.PathLike | None = None) -> Arch:
         raise UsageError(str(e)) from None
     if not (d / "config.json").is_file():
         raise UsageError(f"{d} has no config.json")
-    name = d.parent.name if d.name == "model" else d.name
-    return _from_file(name, d / "config.json")
+    return _read(str(d / "config.json"), name=d.parent.name if d.name == "model" else d.name)

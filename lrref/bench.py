@@ -3,7 +3,7 @@
 One request at a time (``concurrency = 1``), each problem is run in every mode
 before moving to the next problem, so slow drifts of machine load hit all modes
 alike.  With ``concurrency = N > 1`` each mode decodes all problems in turn, N
-at a time in a closed loop (:meth:`lrref.decoder.Decoder.run_many`: the next
+at a time in a closed loop (:meth:`lrref.decode.decoder.Decoder.run_many`: the next
 problem starts when one ends, and the target steps of all requests in flight
 share forward passes).  Per mode: tokens/s (throughput: tokens over the mode's
 wall time, which is the sum of request times at concurrency 1 and the span

@@ -49,9 +49,9 @@ BACKENDS = ("auto", "hf", "vllm", "llamacpp")
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
     from .config import MODE_HELP
-    from .cpu import DTYPE_HELP, DTYPES
-    from .load import REQUIRE_IDLE_HELP
-    from .verifiers import THRESHOLD_HELP, VERIFIERS
+    from .host.cpu import DTYPE_HELP, DTYPES
+    from .host.load import REQUIRE_IDLE_HELP
+    from .verify.verifiers import THRESHOLD_HELP, VERIFIERS
 
     g = p.add_argument_group("decoding")
     g.add_argument("--gamma", type=_pos_int, default=4, help="lookahead depth (draft steps per cycle / ahead)")
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     _decode_args(bp)
     fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions "
                                         "(hf: random weights; llamacpp: GGUF models, by thread setup)")
-    from .profile import add_arguments
+    from .profiling.profile import add_arguments
 
     add_arguments(fp)
     return p
@@ -181,7 +181,7 @@ def _decode_config(a, mode: str):
 
 
 def _verifier_config(a):
-    from .verifiers import DEFAULT_VERIFIER, VerifierConfig
+    from .verify.verifiers import DEFAULT_VERIFIER, VerifierConfig
 
     if a.verifier is None:
         a.verifier = "random" if a.random_weights else DEFAULT_VERIFIER
@@ -194,7 +194,7 @@ def _check_backend(a, cfgs) -> None:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")
     if a.backend == "llamacpp":  # one line naming the extra, before any model loads
-        from .llamacpp_ffi import require_binding
+        from .backends.llamacpp_ffi import require_binding
 
         require_binding()
     if a.backend != "hf" and (a.device != "cpu" or a.draft_device or a.random_weights):
@@ -206,7 +206,7 @@ def _random_weights(a):
 
     :raises UsageError: another verifier, ``--prompt-tokens`` without random weights, an unknown architecture.
     """
-    from . import random_weights
+    from .backends import random_weights
 
     if not a.random_weights:
         if a.prompt_tokens is not None:
@@ -246,8 +246,8 @@ def _resolve_models(a, cfgs) -> dict:
     """Model directories (GGUF files with --backend llamacpp) by role, none loaded; the draft's vocabulary checked
     against the target's."""
     from . import models
-    from .backend import check_vocab
-    from .verifiers import uses_embedding
+    from .backends.vocab import check_vocab
+    from .verify.verifiers import uses_embedding
 
     lm = models.resolve_gguf if a.backend == "llamacpp" else models.resolve
     out = {"target": lm(a.target or models.DEFAULT_TARGET, a.cache_dir)}
@@ -265,7 +265,7 @@ def _resolve_models(a, cfgs) -> dict:
 
 def _prepare(a, cfgs, output: Path) -> dict:
     """Everything that can fail before the weights load: backend, verifier, output, models, vocabularies."""
-    from . import backend_auto
+    from .backends import auto as backend_auto
 
     auto = backend_auto.resolve(a, any(c.is_lr for c in cfgs))
     _check_backend(a, cfgs)
@@ -275,7 +275,7 @@ def _prepare(a, cfgs, output: Path) -> dict:
     _writable(output)
     paths = _random_paths(a.random, cfgs) if a.random else _resolve_models(a, cfgs)
     if a.require_idle:  # the last check before any model loads
-        from .load import require_idle
+        from .host.load import require_idle
 
         require_idle()
     if auto:
@@ -285,7 +285,7 @@ def _prepare(a, cfgs, output: Path) -> dict:
             print(f"lrref: --backend llamacpp: --dtype {a.dtype} ignored (GGUF quantised weights)", file=sys.stderr,
                   flush=True)
     elif a.dtype == "auto":
-        from .cpu import describe_auto
+        from .host.cpu import describe_auto
 
         print(f"lrref: {describe_auto(a.device)}", file=sys.stderr, flush=True)
     return paths
@@ -305,7 +305,7 @@ def _random_paths(rw, cfgs) -> dict:
 def _torch_backends(a, paths: dict, cfgs, dtype: str) -> tuple:
     """Target (hf or vllm) and the lr-sync draft (hf; None when no mode needs it in this process)."""
     if a.backend == "vllm":
-        from .vllm_backend import VLLMBackend
+        from .backends.vllm import VLLMBackend
 
         target = VLLMBackend(paths["target"], dtype=dtype, ngram=next(iter(cfgs)).ngram_cfg)
     else:
@@ -316,7 +316,7 @@ def _torch_backends(a, paths: dict, cfgs, dtype: str) -> tuple:
 
 def _llamacpp_backends(a, paths: dict, cfgs) -> tuple:
     """Target and lr-sync draft on their GGUF files, each sequence's KV sized for a prompt plus ``--max-tokens``."""
-    from .llamacpp_backend import LlamaCppBackend
+    from .backends.llamacpp import LlamaCppBackend
 
     ctx = max(2048, a.max_tokens + 1024)
     n = getattr(a, "concurrency", 1)  # requests in flight: each needs its own sequence slots
@@ -335,12 +335,12 @@ class _Session:
     """
 
     def __init__(self, a, paths: dict, cfgs):
-        from . import verifiers
-        from .cpu import resolve_dtype
+        from .host.cpu import resolve_dtype
+        from .verify import verifiers
 
         self.a, self.paths = a, paths
         if getattr(a, "no_prefix_caching", False):
-            from .llamacpp_backend import PREFIX_CACHING_ENV
+            from .backends.llamacpp import PREFIX_CACHING_ENV
 
             if a.backend != "llamacpp":
                 raise UsageError("--no-prefix-caching applies to the llama.cpp backend (--backend llamacpp) only")
@@ -362,7 +362,7 @@ class _Session:
         """The trace header's ``config.backend_info`` for one mode (llama.cpp: binding, threads, quantisation)."""
         if self.a.backend != "llamacpp":
             return None
-        from .llamacpp_backend import header_info
+        from .backends.llamacpp import header_info
 
         draft_threads = cfg.draft_threads if cfg.base == "lr-async" else cfg.threads
         return header_info(self.target, self.paths["draft"] if cfg.is_lr else None, cfg.main_threads, draft_threads)
@@ -370,9 +370,9 @@ class _Session:
     def decoder(self, cfg, trace_path: Path):
         from lrsim.trace import TraceWriter
 
-        from .backend import config_dict
-        from .decoder import Decoder, make_header
-        from .load import Monitor
+        from .config import config_dict
+        from .decode.decoder import Decoder, make_header
+        from .host.load import Monitor
 
         vinfo = None
         if self.verifier is not None:
@@ -396,17 +396,17 @@ class _Session:
 def _hf_model(a, paths: dict, role: str):
     """The ``role`` ('target', or lr-sync's in-process 'draft') as an hf backend on its device; random weights with
     ``--random-weights`` (``a.random``)."""
-    from .cpu import resolve_dtype
+    from .host.cpu import resolve_dtype
 
     n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
     device = a.device if role == "target" else a.draft_device or a.device
     pool = max(8, 2 * (a.gamma + 1)) * n if role == "target" else 8 * n
     kw = dict(dtype=resolve_dtype(a.dtype, device), threads=a.threads, pool_size=pool, device=device)
     if getattr(a, "random", None) is not None:
-        from .hf_random import RandomBackend
+        from .backends.hf_random import RandomBackend
 
         return RandomBackend(**a.random.model(role), **kw)
-    from .hf import HFBackend
+    from .backends.hf import HFBackend
 
     return HFBackend(paths[role], **kw)
 
@@ -452,7 +452,7 @@ def _question(a) -> str:
 
 
 def cmd_generate(a) -> int:
-    from .load import Monitor, warn_if_busy
+    from .host.load import Monitor, warn_if_busy
 
     question = _question(a)
     cfg = _decode_config(a, a.mode)
@@ -501,8 +501,8 @@ def _bench_inputs(a) -> tuple[str, list[dict], list[str]]:
 
 def cmd_bench(a) -> int:
     from . import bench
-    from .cpu import hardware_facts
-    from .load import Monitor, warn_if_busy
+    from .host.cpu import hardware_facts
+    from .host.load import Monitor, warn_if_busy
 
     ds, problems, modes = _bench_inputs(a)
     cfgs = {m: _decode_config(a, m) for m in modes}
@@ -544,7 +544,7 @@ def cmd_bench(a) -> int:
 
 
 def cmd_profile(a) -> str:
-    from .profile import command
+    from .profiling.profile import command
 
     return command(a)
 

@@ -6,25 +6,34 @@ No torch here: the CLI validates a configuration before any model loads.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from lrsim.errors import InputError
 from lrsim.fields import help_texts, option
+from lrsim.modes import ALL_DECODE_MODES as MODES  # every mode, canonical names (lrsim.modes: the one home)
+from lrsim.modes import DECODE_MODES as BASE_MODES
+from lrsim.modes import LR_DECODE_MODES as LR_MODES  # base modes that need a draft and a verifier
 
-from .backend import Sampling, config_dict
-from .cpu import DTYPE_HELP, DTYPES
-from .ngram import NgramConfig
+from .backends.base import Sampling
+from .backends.ngram import NgramConfig
+from .host.cpu import DTYPE_HELP, DTYPES
 
 DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
-BASE_MODES = ("ar", "sd", "lr-sync", "lr-async")
-LR_MODES = ("lr-sync", "lr-async")  # base modes that need a draft and a verifier
-MODES = ("ar", "sd", "lr-sync", "lr-sync+sd", "lr-async", "lr-async+sd")  # every mode, canonical names
 BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
 MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 ASYNC_CONCURRENCY = ("--concurrency > 1 is not supported for lr-async (its draft process serves one chain at a "
                      "time); use ar, sd or lr-sync[+sd]")
+
+
+def config_dict(obj) -> dict:
+    """A dataclass config as ``{field: value}`` (nested dataclasses as dicts), for the trace header."""
+    out = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name] = config_dict(v) if hasattr(v, "__dataclass_fields__") else v
+    return out
 
 
 def parse_mode(mode: str) -> tuple[str, bool]:

@@ -20,8 +20,9 @@ Never imports torch.  Modules:
 - :mod:`lrsim.planner`    exact optimum split of a parallel budget M into (k1, k2)
 - :mod:`lrsim.sim`        simulator of the LR pipeline (SimPy events; sync and ar also vectorised over cycles):
                           sync/async, token SD, W, M, latencies
-- :mod:`lrsim.cost`       the one pass-cost model: latency profiles, ``PassCost``, ``HardwareSpec``, calibration
-                          of a profile from traces (docs/cost-model.md)
+- :mod:`lrsim.latency`    the latency-profile format and its interpolation (below both ``cost`` and ``gpu``)
+- :mod:`lrsim.cost`       the one pass-cost model: profiles by name, file or ``model:``, ``PassCost``,
+                          ``HardwareSpec``, calibration of a profile from traces (docs/cost-model.md)
 - :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]...``)
 - :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
 - :mod:`lrsim.compose`    a prediction = behaviour (from traces or numbers) + a hardware spec; plans
@@ -31,9 +32,10 @@ Never imports torch.  Modules:
 - :mod:`lrsim.calibrate`  fit the simulator's parameters from traces
 - :mod:`lrsim.replay`     replay recorded workloads (composition with the traces' own profile), plan from traces
 - :mod:`lrsim.prediction` what predictions and plans return
+- :mod:`lrsim.format`     the text of a closed-form plan and of a simulation (the CLI's and the API's)
 - :mod:`lrsim.stats`      Wilson interval and batch means
 - :mod:`lrsim.atomic`     atomic file writes
-- :mod:`lrsim.modes`      mode names
+- :mod:`lrsim.modes`      mode names (every mode tuple) and the gamma -> k1 rule
 - :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref
 - :mod:`lrsim.fields`     dataclass fields with help text
 - :mod:`lrsim.cli`        the ``lrsim`` command (one module per subcommand in :mod:`lrsim.commands`)

@@ -44,7 +44,7 @@ def load_profile(spec: Any, archs: tuple[str, ...] | None = None):
     """A latency profile: an embedded name (``lrsim profiles``), a file, or a modelled GPU
     ``model:DEVICE[:tpN][:DTYPE][:ENGINE][:kv-fp8][:wall|kernel]`` (of ``archs``, default every shipped one).
 
-    :returns: a ``lrsim.cost.profile.Profile``.
+    :returns: a ``lrsim.latency.profile.Profile``.
     """
     from .cost.library import load_profile as load
 
@@ -68,7 +68,7 @@ def hardware(profile: Any, target_arch: str, draft_arch: str | None = None, *, v
     :returns: a ``lrsim.cost.hardware.HardwareSpec``.
     """
     from .cost.hardware import HardwareSpec
-    from .cost.interp import Extrapolation
+    from .latency.interp import Extrapolation
 
     return HardwareSpec(profile, target_arch, draft_arch, Extrapolation(extrapolate, below_context), target_tp,
                         tp_efficiency, _dist(verifier_latency), judge_arch, None, prefill, draft_hardware,
@@ -120,7 +120,7 @@ def plan(alpha1: float = 0.6, c1: float = 0.1, alpha2: float = 0.6, c2: float = 
     :param bootstrap: simulated plans: replicates for the best's 95% interval (0: none; traces only).
     """
     if traces is None and hardware is None:
-        from .commands.theory import format_plan
+        from .format import format_plan
         from .planner import plan as closed
 
         p = closed(alpha1, c1, alpha2, c2, budget, mode, top=top)
@@ -167,7 +167,7 @@ def simulate(mode: str = "async", *, trace: str | os.PathLike | None = None, chr
     :param trace: also write the run as an lr-trace; ``chrome``: as a Chrome/Perfetto trace.
     """
     from .atomic import check_writable
-    from .commands.simulate import format_sim
+    from .format import format_sim
     from .sim import SimConfig
     from .sim import simulate as run
 
@@ -255,10 +255,9 @@ def simulate_serving(rates: Sequence[float] | float | None = None, *, concurrenc
         ``lrsim.serve.config.ServeConfig`` fields (``requests``, ``replications``, ``prompt_tokens``,
         ``output_tokens``, ``slo_tpot_ms``, ``max_num_seqs``, ...).
     """
-    from .serve.command import _title
     from .serve.crossover import crossovers
     from .serve.grid import serve_grid
-    from .serve.report import format_rows
+    from .serve.report import format_rows, serve_title
     from .sim import SimConfig
 
     loads, key = ([float(rates)] if isinstance(rates, (int, float)) else list(rates or []), "rate")
@@ -268,7 +267,7 @@ def simulate_serving(rates: Sequence[float] | float | None = None, *, concurrenc
     _check_loads(loads, key, modes)
     rows, per_run = serve_grid(cfg, list(modes), loads, workers, None, progress=progress, key=key)
     crosses = crossovers(per_run, list(modes), key=key) if "ar" in modes and len(loads) > 1 else []
-    title = _title(cfg, key)
+    title = serve_title(cfg, key)
     return ServeResult(format_rows(rows, crosses, title), rows, Table.from_dicts(rows, title=title), crosses, title)
 
 

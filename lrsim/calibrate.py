@@ -37,7 +37,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from .errors import InputError
-from .stats import Z95, paired_outcomes, wilson
+from .stats import paired_outcomes, ratio_of_means, wilson
 from .trace import Setting, StepRecord, Trace, mode_name, read_trace, recorded_setting
 
 
@@ -336,20 +336,6 @@ def per_forward_by_positions(traces: Sequence[Trace]) -> dict[int, Summary]:
     return {x: _ratio_summary(v) for x, v in sorted(groups.items())}
 
 
-def cost_ratio(target: dict[int, Summary], draft: dict[int, Summary]):
-    """c1 = draft / target seconds per token at the smallest common batch size, with a delta-method CI."""
-    common = sorted(set(target) & set(draft))
-    if not common:
-        return None, None
-    t, d = target[common[0]], draft[common[0]]
-    if t.n < 2 or d.n < 2 or t.mean <= 0:
-        return (d.mean / t.mean if t.mean > 0 else None), None
-    r = d.mean / t.mean
-    # var(r)/r^2 ~ var(d_mean)/d^2 + var(t_mean)/t^2 (independent samples)
-    rel = math.sqrt((d.std**2 / d.n) / d.mean**2 + (t.std**2 / t.n) / t.mean**2)
-    return r, (r * (1 - Z95 * rel), r * (1 + Z95 * rel))
-
-
 def step_cost_test(steps: Sequence[StepRecord]) -> dict:
     """Is a target step's cost constant?  CV of step time, and R^2 of time ~ tokens (batch 1-2 calls)."""
     rows = [(_dur(s, "target"), s.target_tokens) for s in steps
@@ -442,7 +428,8 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
     a2, a2ci, share, tpf, k2s = token_acceptance(traces)
     k2 = max(k2s) if k2s else None
     tgt, drf = per_token_by_batch(steps, "target"), per_token_by_batch(steps, "draft")
-    c1, c1ci = cost_ratio(tgt, drf)
+    common = sorted(set(tgt) & set(drf))  # c1: draft / target seconds per token at the smallest common batch
+    c1, c1ci = ratio_of_means(drf[common[0]], tgt[common[0]]) if common else (None, None)
     ver = [_dur(s, "verify") for s in steps if _dur(s, "verify") is not None and not s.cancelled]
     assumptions: dict = {}
     if per:

@@ -23,7 +23,7 @@ the same behaviour on ``ar``'s setup, prefilling what ``ar`` prefills, does.  Po
 - **context**: a profile entry with one measured context prices every pass
   there; with several, each cycle (async: stage) is priced at ``prompt +
   tokens its request has committed`` (held over the cycle); outside the
-  measured range the spec's :class:`~lrsim.cost.interp.Extrapolation`;
+  measured range the spec's :class:`~lrsim.latency.interp.Extrapolation`;
 - **tensor parallelism**: ``target_tp`` N with ``tp_efficiency`` E divides the
   target's pass times by ``N E``: an assumption the user states;
 - **verifier**: the spec's latency, else a judge's prefill from the profile,
@@ -43,8 +43,8 @@ import numpy as np
 
 from . import theory
 from .calibrate import calibrate
+from .cost.fromtraces import trace_hardware
 from .cost.hardware import HardwareSpec
-from .cost.passcost import cost_ratio as pass_ratio
 from .dists import Constant, Dist, Empirical
 from .errors import InputError
 from .fields import option
@@ -120,6 +120,39 @@ def behaviour_from_traces(traces: Sequence[Trace]) -> Behaviour:
         source="traces")
 
 
+def recorded_archs(traces: Sequence[Trace]) -> dict[str, tuple[str | None, str | None]]:
+    """``{role: (model, architecture)}`` for the target and the draft: the model the first trace naming one records
+    (its header's ``models``) and the architecture it stands for (:func:`lrsim.gpu.archs.arch_for_model`: a
+    shipped one, or a ``config.json`` here), each None when unknown."""
+    from .gpu.archs import arch_for_model
+
+    out = {}
+    for role in ("target", "draft"):
+        model = next((str(m[role]) for t in traces if (m := t.header.models or {}).get(role)), None)
+        out[role] = (model, arch_for_model(model))
+    return out
+
+
+def arch_notes(traces: Sequence[Trace], hw: HardwareSpec) -> list[str]:
+    """Where the architectures ``hw`` prices and the models the traces recorded differ, one note each: pricing
+    another model's shapes is allowed (a note, not an error), e.g. a GPU's model beside the acceptance of a CPU pair
+    (docs/latency-profile.md, composition)."""
+    from .gpu.archs import arch_for_model
+
+    out = []
+    for role, (model, recorded) in recorded_archs(traces).items():
+        priced = hw.target_arch if role == "target" else hw.draft_arch
+        if priced is None or model is None:
+            continue
+        if recorded is None:
+            out.append(f"{role}: the traces' model {model} is no known architecture, so {priced} (priced) is not "
+                       "checked against it")
+        elif (arch_for_model(priced) or priced) != recorded:
+            out.append(f"{role}: {priced} priced, but the traces recorded {model} ({recorded}): the acceptance and "
+                       "lengths of one model, the timing of another")
+    return out
+
+
 def _empirical(s) -> Empirical | None:
     """A calibrated sample as a distribution to draw from (None: no sample)."""
     return Empirical(tuple(s.samples)) if s is not None and s.n else None
@@ -191,14 +224,6 @@ def _colocated(hw: HardwareSpec, mode: str) -> str:
     return "+".join(r for r in roles if r != "verifier" or hw.judge_arch is not None) or "none"
 
 
-def cost_ratio(hw: HardwareSpec, b: Behaviour, mode: str = "async") -> float:
-    """``c1`` at the prompt: draft over (scaled) target time of a decode pass at batch 1 on ``mode``'s setup."""
-    draft = hw.draft(mode)
-    if draft is None:
-        raise InputError("c1 needs a draft architecture (--draft-arch)")
-    return pass_ratio(draft, hw.target(mode), b.prompt_tokens)
-
-
 def closed_form(b: Behaviour, hw: HardwareSpec, setting: Setting) -> float | None:
     """The paper's ``h(k1, k2)`` (``g(k2)`` for ar) with this behaviour and the profile's ``c1``."""
     a2 = b.alpha2 if setting.k2 > 1 and b.alpha2 is not None else 0.5
@@ -206,7 +231,7 @@ def closed_form(b: Behaviour, hw: HardwareSpec, setting: Setting) -> float | Non
         return float(theory.g(a2, TINY_C2, setting.k2)) if 0 < a2 < 1 else None
     if not 0 < b.alpha1 < 1 or hw.draft_arch is None:
         return None
-    return float(theory.h(b.alpha1, cost_ratio(hw, b, setting.mode), setting.k1, a2, TINY_C2, setting.k2,
+    return float(theory.h(b.alpha1, hw.c1(setting.mode, b.prompt_tokens), setting.k1, a2, TINY_C2, setting.k2,
                           setting.mode))
 
 
@@ -276,40 +301,54 @@ def notes(b: Behaviour, hw: HardwareSpec, mode: str) -> list[str]:
     return out
 
 
+def _halves(behaviour: Behaviour | Sequence[Trace], traces: Sequence[Trace] | None) -> tuple[Behaviour, list | None]:
+    """(behaviour, the traces a bootstrap resamples): traces are calibrated here, once; a :class:`Behaviour`
+    comes with the traces it was calibrated from, if any."""
+    if isinstance(behaviour, Behaviour):
+        return behaviour, (list(traces) if traces is not None else None)
+    traces = list(behaviour)
+    return behaviour_from_traces(traces), traces
+
+
 def predict(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, setting: Setting, steps: int = 20_000,
             seed: int = 0, bootstrap: int = 20, correlation: float = 0.0, progress: bool = False,
-            resample=None) -> Prediction:
+            traces: Sequence[Trace] | None = None, retime: bool = False) -> Prediction:
     """Predicted speedup of ``setting``: behaviour from numbers or traces, timing from ``hw``.
 
-    The interval: with traces and at least 10 ``bootstrap`` replicates, a
-    bootstrap over (request, cycle) blocks (``resample(traces, rng) -> (Behaviour, HardwareSpec)``: what a
-    replicate recalibrates, default the behaviour only); else the simulation's batch-means 95% CI when the
-    speedup is the run's own baseline, else none.
+    ``behaviour``: a :class:`Behaviour`, or traces to calibrate it from (here, once); ``traces``: the traces a
+    given :class:`Behaviour` was calibrated from (:func:`behaviour_from_traces`), for the interval.  The
+    interval: with traces and at least 10 ``bootstrap`` replicates, a bootstrap over (request, cycle) blocks,
+    each replicate recalibrating the behaviour from its resample, and with ``retime`` the timing too (``hw`` is
+    then the profile the traces calibrate, :func:`lrsim.cost.fromtraces.trace_hardware`, as in replay); else the
+    simulation's batch-means 95% CI when the speedup is the run's own baseline, else none.  With traces and a
+    profile of other hardware (not ``retime``), the notes say where the architectures priced and the traces'
+    models differ (:func:`arch_notes`).
     """
-    traces = None if isinstance(behaviour, Behaviour) else list(behaviour)
-    b = behaviour_from_traces(traces) if traces is not None else behaviour
+    b, traces = _halves(behaviour, traces)
     out = run(b, hw, setting, steps, seed, correlation)
     ci = tuple(out.run.speedup_ci95) if out.own_baseline and out.run.speedup_ci95[0] is not None else None
     reps = 0
     if traces is not None and bootstrap >= 10:
-        ci, reps = _bootstrap(traces, hw, setting, steps, seed, bootstrap, correlation, progress, resample), bootstrap
-    c1 = cost_ratio(hw, b, setting.mode) if hw.draft_arch is not None else None
+        ci, reps = _bootstrap(traces, hw, setting, steps, seed, bootstrap, correlation, progress, retime), bootstrap
+    c1 = hw.c1(setting.mode, b.prompt_tokens) if hw.draft_arch is not None else None
     entry = hw.entry(setting.mode, "target")
     where = hw.name + (entry[entry.index("@"):] if "@" in entry else "")  # the profile, and the mode's setup
     return Prediction(replace(setting, hardware=where), float(out.speedup), ci,
                       1 / out.spt, 1 / out.base_spt, closed_form(b, hw, setting), b.alpha1, b.alpha2, c1, reps,
-                      notes(b, hw, setting.mode))
+                      notes(b, hw, setting.mode) + (arch_notes(traces, hw) if traces and not retime else []))
 
 
 def _bootstrap(traces: list[Trace], hw: HardwareSpec, setting: Setting, steps: int, seed: int, n: int,
-               correlation: float, progress: bool, resample) -> tuple[float, float]:
-    """Percentile 95% interval over trace resamples (recalibrated, new seed each)."""
+               correlation: float, progress: bool, retime: bool) -> tuple[float, float]:
+    """Percentile 95% interval over trace resamples (recalibrated: the behaviour, with ``retime`` the timing too;
+    new seed each)."""
     from tqdm.auto import tqdm
 
     rng, reps = np.random.default_rng(seed), []
     for i in tqdm(range(n), desc="bootstrap", disable=not progress, leave=False):
         sample = resample_blocks(traces, rng)
-        b, h = resample(sample) if resample is not None else (behaviour_from_traces(sample), hw)
+        b = behaviour_from_traces(sample)
+        h = trace_hardware(sample, b.alpha2) if retime else hw
         reps.append(run(b, h, setting, max(steps // 4, 2000), seed + 1 + i, correlation).speedup)
     return float(np.quantile(reps, 0.025)), float(np.quantile(reps, 0.975))
 
@@ -341,7 +380,7 @@ def async_depth_limit(b: Behaviour, hw: HardwareSpec, budget: int) -> int:
     T = hw.target("async").seconds(b.prompt_tokens, 1, 1) * b.step_tokens.mean
     ver, _ = verifier(hw, b)
     v = ver.mean if ver is not None else 0.0
-    return max(2, min(budget, math.ceil((1 + v / T) / cost_ratio(hw, b, "async")) + 2))
+    return max(2, min(budget, math.ceil((1 + v / T) / hw.c1("async", b.prompt_tokens)) + 2))
 
 
 REFINE = 10  #: candidates re-simulated with the full number of steps after screening
@@ -349,8 +388,9 @@ REFINE = 10  #: candidates re-simulated with the full number of steps after scre
 
 def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, k2_max: int = 8, steps: int = 4000,
          seed: int = 0, bootstrap: int = 20, k1_max: int | None = None, progress: bool = False,
-         resample=None) -> TracePlan:
-    """Rank every (mode, k1, k2) under ``budget`` on the composed workload.
+         traces: Sequence[Trace] | None = None, retime: bool = False) -> TracePlan:
+    """Rank every (mode, k1, k2) under ``budget`` on the composed workload (``behaviour``, ``traces`` and
+    ``retime`` as in :func:`predict`: traces are calibrated once).
 
     Every candidate is screened with ``steps / 4`` output steps (at least
     1000, common random numbers), the best :data:`REFINE` are simulated again
@@ -366,15 +406,14 @@ def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, 
     token = _LIVE.set({})
     try:
         with sharing():
-            return _plan(behaviour, hw, budget, k2_max, steps, seed, bootstrap, k1_max, progress, resample)
+            return _plan(behaviour, hw, budget, k2_max, steps, seed, bootstrap, k1_max, progress, traces, retime)
     finally:
         _LIVE.reset(token)
 
 
 def _plan(behaviour, hw: HardwareSpec, budget: int, k2_max: int, steps: int, seed: int, bootstrap: int,
-          k1_max: int | None, progress: bool, resample) -> TracePlan:
-    traces = None if isinstance(behaviour, Behaviour) else list(behaviour)
-    b = behaviour_from_traces(traces) if traces is not None else behaviour
+          k1_max: int | None, progress: bool, traces: Sequence[Trace] | None, retime: bool) -> TracePlan:
+    b, traces = _halves(behaviour, traces)
     if not 0 <= b.alpha1 <= 1:
         raise InputError("no step acceptance (alpha1): cannot plan LR")
     if hw.draft_arch is None:
@@ -391,8 +430,8 @@ def _plan(behaviour, hw: HardwareSpec, budget: int, k2_max: int, steps: int, see
         del live[key]
     ranked = _refine(b, hw, budget, ranked, steps, seed, memo)
     top = ranked[0]
-    best = predict(traces if traces is not None else b, hw, Setting(top["mode"], top["k1"], top["k2"], top["width"]),
-                   steps=steps * 4, seed=seed, bootstrap=bootstrap, progress=progress, resample=resample)
+    best = predict(b, hw, Setting(top["mode"], top["k1"], top["k2"], top["width"]), steps=steps * 4, seed=seed,
+                   bootstrap=bootstrap, progress=progress, traces=traces, retime=retime)
     cf, csim = closed_form_plan_of(b, hw, budget, steps, seed, memo)
     screen = max(steps // 4, 1000)
     out = [f"async look-ahead searched up to k1 = {deepest}; the best {REFINE} of the screening ({screen} steps "
@@ -483,7 +522,7 @@ def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int,
     a1, a2 = clip(max(b.alpha1, 1e-6)), clip(max(b.alpha2 if b.alpha2 is not None else 0.5, 1e-6))
     cf = {}
     for mode in ("sync", "async"):
-        p = closed_plan(a1, cost_ratio(hw, b, mode), a2, TINY_C2, budget, mode)
+        p = closed_plan(a1, hw.c1(mode, b.prompt_tokens), a2, TINY_C2, budget, mode)
         cf[mode] = {"k1": p.k1, "k2": p.k2 if b.alpha2 is not None else 1, "speedup": p.speedup}
     mode = max(cf, key=lambda m: cf[m]["speedup"])
     s = Setting(mode, cf[mode]["k1"], cf[mode]["k2"])

@@ -14,10 +14,11 @@ Replay is composition (:mod:`lrsim.compose`) with both halves from the traces:
 ``lrsim calibrate --profile-out`` writes the same profile; ``lrsim replay
 --hardware FILE`` on it gives the same answer as replay on the traces.
 ``speedup = ar seconds per token / predicted seconds per token``, ``ar`` on
-its own setup.  Its 95% interval is a bootstrap: resample (request, cycle)
-blocks of every trace with replacement, recalibrate behaviour and timing,
-simulate with a new seed; the percentile interval covers both calibration and
-simulation noise.
+its own setup.  Each half is calibrated once per prediction or plan.  Its 95%
+interval is a bootstrap (:func:`lrsim.compose.predict` with ``retime``):
+resample (request, cycle) blocks of every trace with replacement, recalibrate
+behaviour and timing, simulate with a new seed; the percentile interval
+covers both calibration and simulation noise.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from dataclasses import replace
 from typing import Sequence
 
 from . import compose
-from .calibrate import calibrate
 from .compose import resample_blocks
-from .cost.fromtraces import model_names, profile_from_traces
+from .cost.fromtraces import trace_hardware
 from .cost.hardware import HardwareSpec
 from .errors import InputError
 from .prediction import TINY_C2, Prediction, TracePlan
@@ -38,18 +38,9 @@ __all__ = ["TINY_C2", "closed_form_plan", "plan_from_traces", "predict", "predic
            "trace_hardware"]
 
 
-def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> HardwareSpec:
-    """The :class:`HardwareSpec` of the profile these traces calibrate (``alpha2``: the token acceptance, for
-    the draft's passes with token speculation; default: calibrated from the traces)."""
-    if alpha2 is None:
-        alpha2 = calibrate(traces).alpha2
-    prof = profile_from_traces(traces, "traces", alpha2)
-    tname, dname = model_names(traces)
-    has_draft = any(n.startswith(dname + "@") for n in prof.archs)
-    return HardwareSpec(prof, tname, dname if has_draft else None)
-
-
-def _recalibrate(traces: Sequence[Trace]) -> tuple[compose.Behaviour, HardwareSpec]:
+def _calibrated(traces: Sequence[Trace]) -> tuple[compose.Behaviour, HardwareSpec]:
+    """Both halves from the traces, each calibrated once: the behaviour, and the profile it times
+    (:func:`lrsim.cost.fromtraces.trace_hardware`, re-exported here)."""
     b = compose.behaviour_from_traces(traces)
     return b, trace_hardware(traces, b.alpha2)
 
@@ -68,8 +59,8 @@ def predict(traces: Sequence[Trace], setting: Setting, steps: int = 20_000, seed
     verifier calls and the timing's hardware setup come from the traces.
     """
     traces = list(traces)
-    b, hw = _recalibrate(traces)
-    p = compose.predict(traces, hw, setting, steps, seed, bootstrap, correlation, progress, resample=_recalibrate)
+    b, hw = _calibrated(traces)
+    p = compose.predict(b, hw, setting, steps, seed, bootstrap, correlation, progress, traces=traces, retime=True)
     p.notes = _borrowed(traces, setting.mode) + p.notes
     calls = b.verify_calls if setting.mode == "sync" else "one"
     p.setting = replace(p.setting, verify_calls=calls)
@@ -81,11 +72,10 @@ def plan_from_traces(traces: Sequence[Trace], budget: int, k2_max: int = 8, step
     """Rank every configuration under ``budget`` by simulated speedup on the recorded workload
     (:func:`lrsim.compose.plan` on the traces' own behaviour and profile)."""
     traces = list(traces)
-    b, hw = _recalibrate(traces)
+    b, hw = _calibrated(traces)
     if b.alpha1 is None or not 0 <= b.alpha1 <= 1:
         raise InputError("these traces hold no verified drafts: cannot plan LR")
-    return compose.plan(traces, hw, budget, k2_max, steps, seed, bootstrap, progress=progress,
-                        resample=_recalibrate)
+    return compose.plan(b, hw, budget, k2_max, steps, seed, bootstrap, progress=progress, traces=traces, retime=True)
 
 
 def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, seed: int = 0) -> tuple[dict, dict]:
@@ -94,7 +84,7 @@ def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, se
     Returns ``({mode: {k1, k2, speedup}} for sync and async, {mode, k1, k2,
     simulated_speedup, closed_form_speedup})``.
     """
-    b, hw = _recalibrate(list(traces))
+    b, hw = _calibrated(list(traces))
     if not 0 <= b.alpha1 <= 1:
         raise InputError("these traces hold no verified drafts: cannot plan LR")
     return compose.closed_form_plan_of(b, hw, budget, steps, seed, {})

@@ -205,7 +205,7 @@ def _ms(a, context: float, batch: float, positions: float) -> float | None:
 def trace_figures(traces: Sequence[Any]) -> list[Figure]:
     """Calibrated acceptance by position and the pass costs the traces calibrate."""
     from .calibrate import calibrate
-    from .replay import trace_hardware
+    from .cost.fromtraces import trace_hardware
 
     cal = calibrate(traces)
     out = [acceptance_figure(cal)] if cal.alpha1_by_position else []

@@ -4,7 +4,9 @@
 - :func:`mcnemar_exact`: the exact two-sided McNemar test of paired right/wrong outcomes (a sign test on the
   discordant pairs), and :func:`paired_outcomes` counting them;
 - :func:`batch_means`: a ratio of sums over consecutive cycles with its
-  batch-means standard error (the simulator's speedup and its interval).
+  batch-means standard error (the simulator's speedup and its interval);
+- :func:`ratio_of_means`: the ratio of two independent samples' means with its delta-method interval (the
+  calibrated ``c1``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,18 @@ def paired_outcomes(this: dict, reference: dict) -> Paired:
     lost = sum(1 for i in ids if reference[i] and not this[i])
     gained = sum(1 for i in ids if this[i] and not reference[i])
     return Paired(len(ids), lost, gained, mcnemar_exact(lost, gained))
+
+
+def ratio_of_means(num, den) -> tuple[float | None, tuple[float, float] | None]:
+    """``num.mean / den.mean`` and its 95% delta-method interval, for two independent samples given by their
+    ``n``, ``mean`` and ``std`` (e.g. :class:`lrsim.calibrate.Summary`); no interval with fewer than 2 values in
+    either, no ratio when ``den.mean`` is not > 0."""
+    if num.n < 2 or den.n < 2 or den.mean <= 0:
+        return (num.mean / den.mean if den.mean > 0 else None), None
+    r = num.mean / den.mean
+    # var(r)/r^2 ~ var(num_mean)/num^2 + var(den_mean)/den^2 (independent samples)
+    rel = math.sqrt((num.std**2 / num.n) / num.mean**2 + (den.std**2 / den.n) / den.mean**2)
+    return r, (r * (1 - Z95 * rel), r * (1 + Z95 * rel))
 
 
 @dataclass(frozen=True)

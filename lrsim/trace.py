@@ -59,7 +59,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 from .atomic import atomic_output
 from .errors import InputError
 from .fields import option
-from .modes import SIM_MODES, VERIFY_CALLS
+from .modes import COLOCATED, SIM_MODES, VERIFY_CALLS, lookahead_schedule
 
 SCHEMA = "lr-trace"
 VERSION = 1  # major version: bump on incompatible changes
@@ -92,10 +92,15 @@ class Setting:
                            "calibrated per label", "default")
     concurrency: int = option("requests decoded at once in a closed loop (the next starts when one ends), their "
                               "target steps sharing passes; 1 = one request at a time (version 2)", 1)
+    colocated: str = option("roles that ran on the target's device, sharing its time: 'none' (devices of their own), "
+                            "'draft', 'verifier' or 'draft+verifier' (lrsim.sim.SimConfig.colocated); written only "
+                            "when not 'none' (older readers ignore it)", "none")
 
     def to_dict(self) -> dict:
         """The header's ``setting`` object, with its version (1 for a single-request run, else 2)."""
         d = asdict(self)
+        if self.colocated == "none":
+            del d["colocated"]
         if self.concurrency == 1:
             del d["concurrency"]
             return {"version": 1} | d
@@ -110,6 +115,9 @@ class Setting:
         s = _build(cls, {k: v for k, v in d.items() if k != "concurrency"} if d["version"] == 1 else d)
         if s.mode not in SIM_MODES or s.verify_calls not in VERIFY_CALLS:
             raise TraceError(f"bad setting in the trace header: mode {s.mode!r}, verify_calls {s.verify_calls!r}")
+        if s.colocated not in COLOCATED:
+            raise TraceError(f"bad setting in the trace header: colocated must be one of {', '.join(COLOCATED)}, "
+                             f"got {s.colocated!r}")
         for name in ("k1", "k2", "width", "concurrency"):
             v = getattr(s, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -133,7 +141,7 @@ class Header:
     backend: str | None = option("'hf', 'vllm', 'des', ...")
     hardware: dict = option("machine facts (platform, cpus, threads, device); lrref adds `load` at the end of the "
                             "run (the header line is rewritten at close): what other processes used over the "
-                            "trace's window, `other_cores`, `busy`, load averages (`lrref/load.py`)", None)
+                            "trace's window, `other_cores`, `busy`, load averages (`lrref/host/load.py`)", None)
     run_id: str = option("unique id of the run", "")
     created: str = option("UTC start time, ISO 8601", "")
     notes: str | None = option("free text")
@@ -530,10 +538,11 @@ def _legacy_setting(header: Header) -> Setting:
     """The setting of a header without one: the config of lrsim's event simulator, or of lrref.
 
     lrref writes ``gamma`` (drafted steps per sync cycle / async look-ahead),
-    ``base_mode``, ``ngram_k`` and its thread counts: sync ``k1 = gamma + 1``,
-    async ``k1 = gamma``, ``k2`` = n-gram tokens + 1; its sync decoder calls
-    the verifier pair by pair; the target ran on ``target_threads`` threads in
-    lr-async (the draft has the others), on ``threads`` otherwise.
+    ``base_mode``, ``ngram_k`` and its thread counts: ``k1`` and the verifier's
+    calls follow :func:`lrsim.modes.lookahead_schedule` (sync ``k1 = gamma +
+    1``, pair by pair; async ``k1 = gamma``), ``k2`` = n-gram tokens + 1; the
+    target ran on ``target_threads`` threads in lr-async (the draft has the
+    others), on ``threads`` otherwise.
     """
     cfg = header.config or {}
     if header.source == "lrsim.des" or "k1" in cfg:
@@ -546,13 +555,11 @@ def _legacy_setting(header: Header) -> Setting:
     threads = cfg.get("target_threads") if mode == "lr-async" else cfg.get("threads")
     hardware = f"threads={threads}" if threads else "default"
     n = int(cfg.get("concurrency") or 1)
-    if mode in ("ar", "sd"):
-        return Setting("ar", 1, k2, 1, "one", hardware, n)
-    if mode == "lr-sync":
-        return Setting("sync", gamma + 1, k2, width, "per_pair", hardware, n)
-    if mode == "lr-async":
-        return Setting("async", gamma, k2, width, "one", hardware, n)
-    raise TraceError(f"unknown mode {header.mode!r} in the trace header")
+    try:
+        s = lookahead_schedule(mode, gamma)
+    except ValueError:
+        raise TraceError(f"unknown mode {header.mode!r} in the trace header") from None
+    return Setting(s.mode, s.k1, k2, width if s.mode != "ar" else 1, s.verify_calls, hardware, n)
 
 
 def mode_name(header: Header) -> str:

@@ -259,8 +259,8 @@ def planned_ar_rate(a: argparse.Namespace) -> tuple[float, str]:
     was recorded on this CPU (model and instruction set), else :data:`AR_RATE`."""
     if a.ar_rate is not None:
         return a.ar_rate, "--ar-rate"
-    from lrref.cpu import cpu_flags
-    from lrref.cpu import cpu_model as this_model
+    from lrref.host.cpu import cpu_flags
+    from lrref.host.cpu import cpu_model as this_model
 
     try:
         ar = load_run(a.record / "ar", ROWS[0])

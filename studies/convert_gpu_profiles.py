@@ -24,7 +24,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from lrsim.cost.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
+from lrsim.latency.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHS = ROOT / "lrsim" / "data" / "archs"

@@ -151,7 +151,8 @@ def torch_device_facts(device: str) -> dict:
     import torch
     import transformers
 
-    from lrref.timing import cpu_model, device_name
+    from lrref.host.cpu import cpu_model
+    from lrref.profiling.timing import device_name
 
     dev = torch.device(device)
     facts = {"device": device_name(dev), "torch": torch.__version__, "transformers": transformers.__version__,
@@ -177,7 +178,7 @@ def part_peaks(c: Campaign) -> dict:
     """bf16 matmul (n^3) and device-to-device copy, best of a few (float32 on a CPU, small sizes with --tiny)."""
     import torch
 
-    from lrref.timing import synchronize
+    from lrref.profiling.timing import synchronize
 
     dev = torch.device(c.device)
     n, mib = (512, 64) if c.tiny else (8192, 4096)
@@ -280,7 +281,7 @@ def profiled_ms(model, cache, shape, gen, dev) -> float:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    from lrref import timing
+    from lrref.profiling import timing
 
     cuda = dev.type == "cuda"
     timing.time_passes(model, cache, shape, 1, 0, gen, dev)
@@ -297,16 +298,17 @@ def kernel_sums(c: Campaign, arch: str) -> dict:
     """Kernel sums (ms) of every shape of the kernel grid, as a ``kernel_sum`` profile (CPU: op self times)."""
     import torch
 
-    from lrref import timing
     from lrref.archs import load_arch
-    from lrsim.cost.profile import ArchProfile, Profile, Provenance, write_profile
+    from lrref.backends.hf_random import build_model
+    from lrref.profiling import timing
+    from lrsim.latency.profile import ArchProfile, Profile, Provenance, write_profile
 
     g = TINY if c.tiny else KERNEL_GRID
     ctx = contexts_that_fit(c, arch, g)
     dev = torch.device(c.device)
     dtype = "float32" if dev.type == "cpu" else "bfloat16"
     a = load_arch(arch)
-    model = timing.build_model(a, dtype, dev)
+    model = build_model(a, dtype, dev)
     gen = torch.Generator().manual_seed(0)
     base = timing.prefill_row(model, max(ctx), 1024, gen, dev)
     ms, notes = {}, []
@@ -476,8 +478,8 @@ def compare_rows(c: Campaign) -> list[dict]:
     """Measured (this device) vs the hardware model for its spec, per profile and architecture."""
     import numpy as np
 
-    from lrsim.cost.profile import read_profile
     from lrsim.gpu.fit import load_fit, predict_ms, profile_points
+    from lrsim.latency.profile import read_profile
 
     eff, _ = load_fit()
     rows = []
@@ -498,8 +500,8 @@ def h100_rows(c: Campaign) -> list[dict]:
     """On an H100: this run's kernel sums against the embedded H100 profiles at the shared grid points."""
     if c.spec != "h100-sxm":
         return []
-    from lrsim.cost.profile import read_profile
     from lrsim.gpu.fit import PROFILE_DIR, profile_points
+    from lrsim.latency.profile import read_profile
 
     rows = []
     for f in sorted(c.work.glob("kernels-*.json")):

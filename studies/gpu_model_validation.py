@@ -27,7 +27,7 @@ import numpy as np
 from lrsim.gpu.fit import FIT_ARCHS, embedded_points, fit, fit_kernel, load_fit, predict_ms, profile_points
 from lrsim.gpu.model import Efficiencies
 from lrsim.plots import save_figure
-from lrsim.cost.profile import read_profile
+from lrsim.latency.profile import read_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 HELD_OUT = ("qwen2.5-32b", "qwen3-32b")

@@ -51,10 +51,10 @@ from lrsim.calibrate import solve_alpha
 from lrsim.compose import Behaviour, predict
 from lrsim.compose import run as simulate_outcome
 from lrsim.cost.hardware import HardwareSpec
-from lrsim.cost.profile import Profile
 from lrsim.dists import Constant, parse_dist
 from lrsim.errors import InputError, OneLineParser, run_command
 from lrsim.gpu.synthesize import Grid, parse_spec, synthesize
+from lrsim.latency.profile import Profile
 from lrsim.plots import save_figure
 from lrsim.prediction import TINY_C2
 from lrsim.trace import Setting

@@ -139,7 +139,7 @@ def test_report_refuses_a_row_twice_or_off_its_ars_cpu(aq, tmp_path, capsys, whe
 
 
 def test_plan_takes_ars_rate_from_an_ar_recorded_on_this_cpu(aq, tmp_path, capsys):
-    from lrref.cpu import cpu_flags, cpu_model
+    from lrref.host.cpu import cpu_flags, cpu_model
 
     out = tmp_path / "out"
     fake_run(out / "ar", "ar", [True] * 4, [2.5] * 4, cpu=cpu_model(), flags=sorted(cpu_flags() or ()))  # 8 tok/s
@@ -269,7 +269,7 @@ def test_smoke_records_two_problems_with_the_tiny_model(aq, tmp_path, capsys):
 
 def test_lrrefs_default_verifier_is_the_studys_pick():
     """Issue 19 item 2: lrref's default verifier and threshold are the row the recorded study picks."""
-    from lrref.verifiers import DEFAULT_THRESHOLDS, DEFAULT_VERIFIER
+    from lrref.verify.verifiers import DEFAULT_THRESHOLDS, DEFAULT_VERIFIER
 
     data = json.loads((STUDIES.parent / "figures" / "answer_quality.json").read_text())
     assert data["default_pick"] == f"lr-async-{DEFAULT_VERIFIER}-{DEFAULT_THRESHOLDS[DEFAULT_VERIFIER]:.2f}"

@@ -146,3 +146,29 @@ def test_load_profile_and_traces():
     prof = lrsim.load_profile("h100-ctx0-kernel")
     assert "qwen2.5-32b" in prof.archs and prof.time_ms("qwen2.5-32b", 0, 1, 1) > 0
     assert lrsim.load_traces()[0].header.mode
+
+
+def test_the_api_imports_no_command_line_module():
+    """The API's texts come from lrsim.format (shared with the CLI), not from lrsim.commands or the serve CLI."""
+    code = ("import sys, lrsim; lrsim.plan(); lrsim.simulate(steps=200); "
+            "lrsim.simulate_serving(1.0, modes=('ar',), requests=10, replications=1, workers=1, k1=1); "
+            "print(sorted(m for m in sys.modules if m.startswith(('lrsim.commands', 'lrsim.cli', "
+            "'lrsim.serve.command'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_no_private_name_is_imported_across_packages():
+    """``from X import _name`` is allowed from a module of the importer's own package only."""
+    import ast
+    from pathlib import Path
+
+    root = Path(lrsim.__file__).resolve().parent
+    crossing = []
+    for path in root.rglob("*.py"):
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.ImportFrom) and any(a.name.startswith("_") and not a.name.startswith("__")
+                                                     for a in n.names):
+                if not (n.level == 1 and "." not in (n.module or "")):  # not a module of the same package
+                    crossing.append(f"{path.relative_to(root)}: from {'.' * n.level}{n.module or ''}")
+    assert crossing == []

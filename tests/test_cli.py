@@ -147,3 +147,22 @@ def test_sweep_on_dask_via_cli(capsys, tmp_path):
     import pyarrow.parquet as pq
 
     assert pq.read_table(out).column("k1").to_pylist() == [1, 2, 3]
+
+
+def test_a_command_parser_builds_only_what_it_needs_and_the_same_flags():
+    """``lrsim --help`` builds no command's flags and imports nothing heavy; a command's parser is the full one's."""
+    import lrsim.cli
+
+    code = ("import sys; from lrsim.cli import build_parser; build_parser(['--help']).format_help(); "
+            "print([m for m in ('numpy', 'scipy', 'simpy', 'lrsim.sim', 'lrsim.gpu', 'lrsim.dists') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    def commands(parser):  # the subcommands' parsers
+        return next(a for a in parser._actions if a.dest == "command").choices
+
+    full = lrsim.cli.build_parser()
+    assert lrsim.cli.build_parser(["--help"]).format_help() == full.format_help()
+    assert list(commands(full)) == list(lrsim.cli.HELP)
+    for name, p in commands(full).items():
+        assert commands(lrsim.cli.build_parser([name, "--help"]))[name].format_help() == p.format_help()

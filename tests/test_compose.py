@@ -12,9 +12,9 @@ from lrsim.cost.hardware import HardwareSpec as Hardware
 from lrsim.cost.library import embedded, load_profile
 from lrsim.cost.passcost import ProfileCost, cost_from_dict
 from lrsim.cost.passcost import constant as constant_cost
-from lrsim.cost.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
 from lrsim.dists import Constant
 from lrsim.errors import InputError
+from lrsim.latency.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
 from lrsim.replay import predict as replay_predict
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, read_trace
@@ -198,7 +198,10 @@ def test_replay_hardware_with_context_growth_and_its_limits(capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["replay", "--target-arch", "x"], "--target-arch only go(es) with --hardware"),
-    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b"], "needs --draft-arch"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--alpha1", "0.5"],
+     "needs --draft-arch"),
+    (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b"],  # the traces' draft: not in it
+     "no architecture 'qwen2.5-coder-0.5b'"),
     (["replay", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
       "--step-tokens", "40"], "give --alpha1 too"),
     (["replay", "some.jsonl", "--hardware", "h100-ctx0-kernel", "--target-arch", "qwen2.5-32b", "--draft-arch",
@@ -241,3 +244,76 @@ def test_plan_hardware_cli(capsys, constant):
     assert {"mode", "k1", "k2", "speedup", "ranked", "closed_form_plan", "notes"} <= d.keys()
     assert all(r["positions"] <= 4 for r in d["ranked"]) and math.isfinite(d["speedup"])
     assert load_profile(constant).name == "constant"
+
+
+# ----------------------------------------------------------------------------- architectures from the traces' header
+
+
+def _with_models(tmp_path, models):
+    """The embedded default traces with their headers' ``models`` replaced (None: removed)."""
+    import gzip
+
+    from lrsim.trace import default_traces
+
+    out = []
+    for p in default_traces():
+        lines = gzip.open(p, "rt", encoding="utf-8").read().splitlines()
+        h = json.loads(lines[0])
+        h["models"] = models
+        q = tmp_path / p.name.replace(".gz", "")
+        q.write_text("\n".join([json.dumps(h)] + lines[1:]) + "\n", encoding="utf-8")
+        out.append(str(q))
+    return out
+
+
+def test_hardware_takes_the_architectures_from_the_traces_header(capsys):
+    """The embedded traces name lrref's cache paths of the default pair: priced as qwen2.5-coder-1.5b/0.5b."""
+    code, out, err = run(capsys, "replay", "--hardware", "model:h100", "--mode", "async", "--k1", "2", "--steps",
+                         "1000", "--bootstrap", "0", "--json")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(n.startswith("target qwen2.5-coder-1.5b: model:h100") for n in notes), notes
+    assert any(n.startswith("draft qwen2.5-coder-0.5b:") for n in notes) and not any("priced, but" in n for n in notes)
+    code, out, err = run(capsys, "plan", "--hardware", "model:h100", "--trace", "--budget", "3", "--k2-max", "1",
+                         "--bootstrap", "0", "--json")
+    assert code == 0 and json.loads(out)["best"]["setting"]["hardware"].startswith("model-h100"), err
+
+
+def test_flags_beside_the_traces_header_win_and_a_difference_is_a_note(capsys):
+    base = ["--hardware", "model:h100", "--mode", "async", "--k1", "2", "--steps", "1000", "--bootstrap", "0", "--json"]
+    code, out, err = run(capsys, "replay", *base, "--target-arch", "qwen2.5-32b")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(n.startswith("target: qwen2.5-32b priced, but the traces recorded ") and "(qwen2.5-coder-1.5b)" in n
+               for n in notes), notes
+    assert not any(n.startswith("draft:") for n in notes)  # the draft came from the header: it agrees
+    code, out, err = run(capsys, "replay", *base, "--target-arch", "Qwen/Qwen2.5-Coder-1.5B-Instruct")
+    assert code == 0 and not any("priced, but" in n for n in json.loads(out)["notes"]), err  # an alias: the same
+
+
+def test_an_architecture_the_header_cannot_give_names_the_missing_flag(capsys, tmp_path):
+    traces = _with_models(tmp_path, {"target": "/cache/smollm2-135m-instruct/model", "draft": "qwen2.5-0.5b"})
+    code, out, err = run(capsys, "replay", *traces, "--hardware", "model:h100")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "--hardware needs --target-arch (the traces' target model /cache/smollm2-135m-instruct/model is no " \
+           "known architecture)" in err
+    traces = _with_models(tmp_path, None)
+    code, out, err = run(capsys, "plan", "--trace", *traces, "--hardware", "model:h100")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--hardware needs --target-arch and --draft-arch (the traces' header names no target model; the " \
+           "traces' header names no draft model)" in err
+    code, out, err = run(capsys, "replay", *traces, "--hardware", "model:h100", "--target-arch", "qwen2.5-7b",
+                         "--draft-arch", "qwen2.5-0.5b", "--steps", "1000", "--bootstrap", "0", "--json")
+    notes = json.loads(out)["notes"]
+    assert code == 0 and not any("priced, but" in n or "not checked" in n for n in notes), err  # nothing to compare
+
+
+def test_a_header_model_that_matches_no_architecture_is_noted_not_checked(capsys, tmp_path):
+    traces = _with_models(tmp_path, {"target": "/cache/smollm2-135m-instruct/model", "draft": "qwen2.5-0.5b"})
+    code, out, err = run(capsys, "replay", *traces, "--hardware", "model:h100", "--target-arch", "qwen2.5-7b",
+                         "--mode", "async", "--k1", "2", "--steps", "1000", "--bootstrap", "0", "--json")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert "target: the traces' model /cache/smollm2-135m-instruct/model is no known architecture, so qwen2.5-7b " \
+           "(priced) is not checked against it" in notes
+    assert any(n.startswith("draft qwen2.5-0.5b:") for n in notes)  # the draft from the header

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lrsim import cli
-from lrsim.cost.profile import read_profile
 from lrsim.errors import InputError
 from lrsim.gpu.archs import ALIASES, ARCH_DIR, from_config, load_arch, shipped
+from lrsim.latency.profile import read_profile
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "gpu-model.md"
 
@@ -198,7 +198,7 @@ def test_every_public_vllm_measurement_names_an_architecture_that_resolves():
 
 
 def test_lrref_random_weights_take_aliases_and_refuse_unknown_names_in_one_line():
-    from lrref.random_weights import parse
+    from lrref.backends.random_weights import parse
     from lrsim.errors import UsageError
 
     rw = parse("Qwen/Qwen2.5-Coder-1.5B-Instruct,DeepSeek-R1-Distill-Qwen-1.5B", 12, 24)
@@ -297,3 +297,36 @@ def test_the_docs_list_every_shipped_architecture_and_alias():
         assert f"`{name}`" in section, name
     for alias in ALIASES:
         assert f"`{alias}`" in section, alias
+
+
+def test_read_arch_is_the_one_reader_of_the_shipped_configs(tmp_path):
+    """lrsim.gpu.archs.read_arch: the fields, name, file and shapes of a config (what lrref builds models from)."""
+    from lrsim.gpu.archs import read_arch
+
+    f = read_arch("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B")
+    assert (f.name, f.source, f.path) == ("qwen2.5-32b", "lrsim/data/archs/qwen2.5-32b.json",
+                                          ARCH_DIR / "qwen2.5-32b.json")
+    assert f.config == json.loads(f.path.read_text()) and f.arch == load_arch("qwen2.5-32b")
+    d = tmp_path / "my-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(json.loads((ARCH_DIR / "tiny.json").read_text())))
+    g = read_arch(str(d), name="my-model")
+    assert g.name == g.arch.name == "my-model" and g.path == d / "config.json" and g.source == str(d / "config.json")
+    (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 64}))
+    with pytest.raises(InputError, match="not a decoder config"):
+        read_arch(str(d))
+    with pytest.raises(InputError, match="unknown architecture 'nope'"):
+        read_arch("nope")
+
+
+@pytest.mark.parametrize("model, arch", [
+    ("/root/.cache/lrref/qwen2.5-coder-1.5b-instruct/model", "qwen2.5-coder-1.5b"),  # lrref's hf layout
+    ("/root/.cache/lrref/qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b"), ("Qwen/Qwen3-8B", "qwen3-8b"),
+    ("qwen2.5-1.5b", "qwen2.5-1.5b"), ("/models/Qwen2.5-7B-Instruct-Q8_0.gguf", "qwen2.5-7b"),
+    ("smollm2-135m-instruct", None), ("target", None), ("", None), (None, None),
+])
+def test_a_trace_headers_model_names_its_architecture(model, arch):
+    from lrsim.gpu.archs import arch_for_model
+
+    assert arch_for_model(model) == arch

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lrsim.cost.profile import read_profile
+from lrsim.latency.profile import read_profile
 from lrsim.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from lrsim.gpu.devices import DeviceSpec, device_for_name, device_from_dict
 from lrsim.gpu.fit import FIT_ARCHS, embedded_points, load_fit, predict_ms
 from lrsim.gpu.model import Efficiencies, Setup, attention, elementwise, forward_s, gemm, kernels
 from lrsim.gpu.synthesize import Grid
-from lrsim.cost.profile import read_profile, write_profile
+from lrsim.latency.profile import read_profile, write_profile
 
 # params and kv_bytes_per_token (bf16) as measured in shared/gpu/h100/*.json (also checked by test_lrref_profile)
 SHARED_SHAPES = {

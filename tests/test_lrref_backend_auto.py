@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lrref import backend_auto, models
+from lrref import models
+from lrref.backends import auto as backend_auto
 
 
 def args(tmp_path, **kw):

@@ -61,10 +61,13 @@ def test_bad_dataset_content(tmp_path):
 
 
 def test_help_and_validation_do_not_import_torch():
-    code = ("import sys, lrref.cli, lrref.decoder, lrref.bench, lrref.models, lrref.verifiers, lrref.worker, "
-            "lrref.config, lrref.backend, lrref.cpu, lrref.rows, lrref.request, lrref.lr_sync, lrref.lr_async, "
-            "lrref.llamacpp_backend, lrref.llamacpp_ffi, lrref.llamacpp_tokenizer, lrref.np_sampling, "
-            "lrref.jobs, lrref.closed_loop, lrref.random_weights, lrref.archs;"
+    code = ("import sys, lrref.cli, lrref.decode.decoder, lrref.bench, lrref.models, lrref.verify.verifiers, "
+            "lrref.decode.draft_worker, lrref.decode.seed, lrref.config, lrref.backends.base, lrref.backends.vocab, "
+            "lrref.backends.build, lrref.backends.auto, lrref.host.cpu, lrref.host.load, lrref.decode.rows, "
+            "lrref.decode.request, lrref.decode.lr_sync, lrref.decode.lr_async, lrref.backends.llamacpp, "
+            "lrref.backends.llamacpp_ffi, lrref.backends.llamacpp_tokenizer, lrref.backends.np_sampling, "
+            "lrref.decode.jobs, lrref.decode.closed_loop, lrref.backends.random_weights, lrref.archs, "
+            "lrref.profiling.profile;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0
@@ -77,7 +80,7 @@ def test_models_list_on_an_empty_cache(tmp_path, capsys):
 
 
 def test_mode_parsing():
-    from lrref.decoder import parse_mode
+    from lrref.decode.decoder import parse_mode
 
     assert parse_mode("sd") == ("ar", True)
     assert parse_mode("lr+sd") == ("lr-async", True)
@@ -148,7 +151,7 @@ def test_internal_errors_keep_their_traceback(monkeypatch):
 
 def test_domain_errors_of_lrref_are_one_line(monkeypatch, capsys):
     from lrref.models import ModelError
-    from lrref.worker import WorkerError
+    from lrref.decode.draft_worker import WorkerError
     from lrsim.errors import DomainError
 
     assert issubclass(ModelError, DomainError) and issubclass(WorkerError, DomainError)
@@ -163,8 +166,8 @@ def test_domain_errors_of_lrref_are_one_line(monkeypatch, capsys):
 
 def test_a_draft_worker_that_cannot_start_raises_a_one_line_worker_error(tmp_path):
     pytest.importorskip("torch")
-    from lrref.backend import Sampling
-    from lrref.worker import DraftWorker, WorkerError
+    from lrref.backends.base import Sampling
+    from lrref.decode.draft_worker import DraftWorker, WorkerError
 
     with pytest.raises(WorkerError, match="draft worker crashed") as e:
         DraftWorker(str(tmp_path), "float32", 1, 0.0, 8, Sampling(), timeout=300)

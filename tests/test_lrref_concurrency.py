@@ -1,4 +1,4 @@
-"""Several requests at once (``Decoder.run_many``, :mod:`lrref.closed_loop`) on the toy backend (no model).
+"""Several requests at once (``Decoder.run_many``, :mod:`lrref.decode.closed_loop`) on the toy backend (no model).
 
 The toy's numerics do not depend on the batch, so every request must decode exactly as it does alone; the
 real-model version of these checks (float32 SmolLM2) is in ``test_lrref_real.py``.
@@ -10,8 +10,8 @@ import pytest
 from toy import ToyBackend, toy_decoder
 
 from lrref.config import DecodeConfig
-from lrref.decoder import Decoder
-from lrref.verifiers import ExactVerifier, RandomVerifier
+from lrref.decode.decoder import Decoder
+from lrref.verify.verifiers import ExactVerifier, RandomVerifier
 from lrsim.errors import InputError
 from lrsim.trace import read_trace, recorded_setting
 

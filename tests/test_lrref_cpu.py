@@ -1,8 +1,8 @@
-"""lrref.cpu: what ``--dtype auto`` picks (mocked CPUs: no model, no torch for the flag paths)."""
+"""lrref.host.cpu: what ``--dtype auto`` picks (mocked CPUs: no model, no torch for the flag paths)."""
 
 import pytest
 
-from lrref import cpu
+from lrref.host import cpu
 from lrsim.errors import InputError
 
 AVX2_EPYC = {"model name": "AMD EPYC", "flags": "fpu sse2 avx avx2 fma f16c"}
@@ -102,11 +102,11 @@ def cpu_kind(request, fake_cpu):
 
 
 def test_auto_dtype_and_the_header_facts_follow_the_cpu_kind(cpu_kind):
-    from lrref import timing
     from lrref.config import DecodeConfig
-    from lrref.decoder import make_header
+    from lrref.decode.decoder import make_header
+    from lrref.profiling.profile import resolve_dtype
 
-    assert cpu.resolve_dtype("auto") == timing.resolve_dtype("auto", "cpu") == cpu_kind
+    assert cpu.resolve_dtype("auto") == resolve_dtype("auto", "cpu") == cpu_kind
     assert cpu.describe_auto().startswith(f"dtype auto -> {cpu_kind} (")
     hw = make_header(DecodeConfig(mode="ar", dtype="auto"), {}, "hf", None).hardware
     assert hw["dtype"] == cpu_kind and hw["bf16_native"] == (cpu_kind == "bfloat16")
@@ -116,7 +116,7 @@ def test_auto_dtype_and_the_header_facts_follow_the_cpu_kind(cpu_kind):
 def test_random_weights_load_in_the_chosen_dtype(cpu_kind):
     torch = pytest.importorskip("torch")
     from lrref.archs import load_arch
-    from lrref.hf_random import RandomBackend
+    from lrref.backends.hf_random import RandomBackend
 
     be = RandomBackend(load_arch("tiny"), dtype="auto", threads=1, prompt_tokens=4)
     assert be.dtype == cpu_kind and next(be.model.parameters()).dtype == getattr(torch, cpu_kind)

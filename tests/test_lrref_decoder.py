@@ -9,11 +9,11 @@ import inspect
 import pytest
 from toy import FakeWorker, ToyBackend, toy_decoder
 
-from lrref.backend import Backend, Engine, Sampling, StepOut, StepRequest
+from lrref.backends.base import Backend, Engine, Sampling, StepOut, StepRequest
 from lrref.config import MODES, DecodeConfig
-from lrref.decoder import Decoder
-from lrref.rows import step_row
-from lrref.verifiers import ExactVerifier, RandomVerifier
+from lrref.decode.decoder import Decoder
+from lrref.decode.rows import step_row
+from lrref.verify.verifiers import ExactVerifier, RandomVerifier
 from lrsim.trace import read_trace
 
 
@@ -31,9 +31,9 @@ def decode(mode, tmp_path, verifier=None, **kw):
 @pytest.fixture(autouse=True)
 def fake_worker(monkeypatch):
     """lr-async's draft process replaced by :class:`FakeWorker` (no process, no model)."""
-    import lrref.decoder
+    import lrref.decode.decoder
 
-    monkeypatch.setattr(lrref.decoder, "DraftWorker", FakeWorker)
+    monkeypatch.setattr(lrref.decode.decoder, "DraftWorker", FakeWorker)
 
 
 @pytest.mark.parametrize("mode, kw", [(m, {}) for m in MODES if m != "ar"] + [("lr-sync", {"width": 2, "gamma": 2})])
@@ -87,8 +87,8 @@ def _members(proto) -> dict:
     return {n: m for n, m in vars(proto).items() if not n.startswith("_") and callable(m)}
 
 
-@pytest.mark.parametrize("impl", ["lrref.hf:HFBackend", "lrref.vllm_backend:VLLMBackend",
-                                  "lrref.llamacpp_backend:LlamaCppBackend", "toy"])
+@pytest.mark.parametrize("impl", ["lrref.backends.hf:HFBackend", "lrref.backends.vllm:VLLMBackend",
+                                  "lrref.backends.llamacpp:LlamaCppBackend", "toy"])
 def test_backends_implement_the_protocol(impl):
     if impl == "toy":
         cls = ToyBackend
@@ -105,8 +105,8 @@ def test_backends_implement_the_protocol(impl):
     assert set(Backend.__annotations__) == {"name", "path", "eos_ids", "stats"}
 
 
-@pytest.mark.parametrize("impl", ["lrref.hf:HFEngine", "lrref.vllm_backend:VLLMEngine",
-                                  "lrref.llamacpp_backend:LlamaEngine"])
+@pytest.mark.parametrize("impl", ["lrref.backends.hf:HFEngine", "lrref.backends.vllm:VLLMEngine",
+                                  "lrref.backends.llamacpp:LlamaEngine"])
 def test_engines_implement_the_protocol(impl):
     if "llamacpp" not in impl:
         pytest.importorskip("torch")
@@ -149,7 +149,7 @@ def test_the_decoder_sets_each_backends_threads_per_mode(tmp_path, mode, want):
 
 
 def test_run_steps_returns_steps_in_request_order():
-    from lrref.backend import run_steps
+    from lrref.backends.base import run_steps
 
     be = ToyBackend("t")
     reqs = [StepRequest((0, 1, 2, i), cap) for i, cap in ((1, 9), (2, 1), (3, 4))]

@@ -26,7 +26,7 @@ TINY = "smollm2-135m-instruct"
 QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
 # llama.cpp's logits after one prefix move with how the prefix is cut into passes (its CPU flash attention): on
 # SmolLM2 they moved by up to 1.4 between splits of one prefix (2-core AMD EPYC with AVX2, 2026-11-26; see
-# lrref.llamacpp_backend), and lr-async's cuts depend on timing. A mode may part from ar only where both tokens are
+# lrref.backends.llamacpp), and lr-async's cuts depend on timing. A mode may part from ar only where both tokens are
 # within TIE of the top logit, at the prefix where they part; every token before must match.
 TIE = 1.5
 QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does she spend?",
@@ -54,7 +54,7 @@ def lrref_without(names: set, *args: str, env: dict | None = None) -> subprocess
 def tiny():
     """SmolLM2's GGUF path, a target (8 slots) and a draft (4 slots) on it, one thread each."""
     (path,) = require_models(TINY, gguf=True)
-    from lrref.llamacpp_backend import LlamaCppBackend
+    from lrref.backends.llamacpp import LlamaCppBackend
 
     tgt, drf = LlamaCppBackend(path, threads=1), LlamaCppBackend(path, threads=1, slots=4)
     yield str(path), tgt, drf
@@ -64,7 +64,7 @@ def tiny():
 
 def _greedy_by_steps(be, prompts, ngram, step_cap, n=40):
     """Decode every prompt to ``n`` tokens in batched steps of at most ``step_cap`` tokens."""
-    from lrref.backend import Sampling, StepRequest
+    from lrref.backends.base import Sampling, StepRequest
 
     outs = [[] for _ in prompts]
     while True:
@@ -82,7 +82,7 @@ def _greedy_by_steps(be, prompts, ngram, step_cap, n=40):
 @pytest.mark.models
 def test_batched_steps_equal_batch_one_decoding(tiny):
     """Batched steps (with and without n-gram) == one token per call, one row at a time."""
-    from lrref.ngram import NgramConfig
+    from lrref.backends.ngram import NgramConfig
 
     _, be, _ = tiny
     prompts = [be.encode_chat(q, "Be brief.") for q in [*QS, "What is 12*7?"]]
@@ -96,7 +96,7 @@ def test_batched_steps_equal_batch_one_decoding(tiny):
 @pytest.mark.models
 def test_shared_prefixes_copy_kv_and_keep_tokens(tiny):
     """The gamma + 1 rows of a cycle share a prefix: it is prefilled once and copied, with the same tokens."""
-    from lrref.backend import Sampling, StepRequest
+    from lrref.backends.base import Sampling, StepRequest
 
     _, be, _ = tiny
     p = be.encode_chat(QS[0], "Be brief.")
@@ -113,8 +113,8 @@ def test_shared_prefixes_copy_kv_and_keep_tokens(tiny):
 def test_without_prefix_caching_a_request_reuses_only_its_own_kv(tiny):
     """Prefix caching off: a new request's prompt is prefilled whole although another request fed it; the rows
     of one request still share their prefix; on (the default), the cached prompt is reused."""
-    from lrref.backend import Sampling, StepRequest
-    from lrref.llamacpp_backend import LlamaCppBackend
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.backends.llamacpp import LlamaCppBackend
 
     path, _, _ = tiny
     cold = LlamaCppBackend(path, threads=1, slots=4, prefix_caching=False)
@@ -142,7 +142,7 @@ def test_without_prefix_caching_a_request_reuses_only_its_own_kv(tiny):
 @needs_binding
 @pytest.mark.models
 def test_more_rows_than_slots_queue(tiny):
-    from lrref.backend import Sampling, StepRequest
+    from lrref.backends.base import Sampling, StepRequest
 
     _, _, small = tiny  # 4 slots
     p = small.encode_chat(QS[1], "Be brief.")
@@ -154,8 +154,8 @@ def test_more_rows_than_slots_queue(tiny):
 @needs_binding
 @pytest.mark.models
 def test_cancel_stops_rows_and_frees_slots(tiny):
-    from lrref.backend import Sampling, StepRequest
-    from lrref.ngram import NgramConfig
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.backends.ngram import NgramConfig
 
     _, be, _ = tiny
     eng = be.engine(Sampling(), NgramConfig())
@@ -171,8 +171,8 @@ def test_cancel_stops_rows_and_frees_slots(tiny):
 @needs_binding
 @pytest.mark.models
 def test_sampling_is_seeded(tiny):
-    from lrref.backend import Sampling, StepRequest
-    from lrref.ngram import NgramConfig
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.backends.ngram import NgramConfig
 
     _, be, _ = tiny
     p = tuple(be.encode_chat(QS[0], "Be brief."))
@@ -204,7 +204,7 @@ def test_text_matches_the_hf_tokenizer(tiny):
     (hf_dir,) = require_models(TINY)
     from transformers import AutoTokenizer
 
-    from lrref.llamacpp_tokenizer import gguf_quant, gguf_vocab
+    from lrref.backends.llamacpp_tokenizer import gguf_quant, gguf_vocab
 
     path, be, _ = tiny
     tok = AutoTokenizer.from_pretrained(str(hf_dir))
@@ -221,8 +221,8 @@ def test_text_matches_the_hf_tokenizer(tiny):
 @needs_binding
 @pytest.mark.models
 def test_judge_and_score_verifiers_run_on_this_backend(tiny):
-    from lrref.backend import Sampling, StepRequest
-    from lrref.verifiers import JudgeVerifier, ScoreVerifier
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.verify.verifiers import JudgeVerifier, ScoreVerifier
 
     _, be, _ = tiny
     pairs = [("3 notebooks cost 3 * 4 = 12 dollars.", "The notebooks cost 3 x $4 = $12."),
@@ -232,7 +232,7 @@ def test_judge_and_score_verifiers_run_on_this_backend(tiny):
     assert all(0 <= v.score <= 9 for v in ScoreVerifier(be, threshold=0).verify(pairs, ["Q: notebooks"] * 2))
     p = be.encode_chat(QS[0], "Be brief.")
     first = be.generate_steps([StepRequest(tuple(p), 1)], Sampling())[0].ids[0]
-    from lrref.passes import PassBuffer, attached
+    from lrref.backends.passes import PassBuffer, attached
 
     log = PassBuffer("target", 0.0)
     with attached({be: log}):
@@ -247,9 +247,9 @@ def test_judge_and_score_verifiers_run_on_this_backend(tiny):
 def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
     """Both questions decoded in ``mode`` (the lr-async draft in a llama.cpp draft process); results, trace, and
     the row-passes the target engine ran."""
-    from lrref.decoder import DecodeConfig, Decoder, make_header
-    from lrref.llamacpp_backend import header_info
-    from lrref.verifiers import ExactVerifier
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
+    from lrref.backends.llamacpp import header_info
+    from lrref.verify.verifiers import ExactVerifier
     from lrsim.trace import TraceWriter
 
     path, tgt, drf = tiny
@@ -288,7 +288,7 @@ def runs(tiny, tmp_path_factory):
 
 def _logits_after(tgt, q: str, prefix: list[int]):
     """The target's next-token logits after ``prefix``, generated for question ``q`` (one batch-1 pass)."""
-    from lrref.decoder import DecodeConfig
+    from lrref.decode.decoder import DecodeConfig
 
     return tgt.next_token_logits([tgt.encode_chat(q, DecodeConfig().system) + prefix])[0]
 
@@ -384,9 +384,9 @@ def test_qwen_pair_lossless_short():
 
     One thread per model: two threads on cores other jobs share are several times slower (OpenMP barriers)."""
     dpath, tpath = (str(p) for p in require_models(*QWEN, gguf=True))
-    from lrref.decoder import DecodeConfig, Decoder
-    from lrref.llamacpp_backend import LlamaCppBackend
-    from lrref.verifiers import ExactVerifier
+    from lrref.decode.decoder import DecodeConfig, Decoder
+    from lrref.backends.llamacpp import LlamaCppBackend
+    from lrref.verify.verifiers import ExactVerifier
 
     tgt, drf = LlamaCppBackend(tpath, threads=1), LlamaCppBackend(dpath, threads=1, slots=4)
     q = "A bakery makes 120 muffins. It sells 45 in the morning and 38 in the afternoon. How many are left?"
@@ -410,7 +410,7 @@ def test_cli_generate_writes_a_llamacpp_trace_without_torch(tmp_path):
     """lr-sync+sd from the command line with torch and transformers unimportable: the header names the binding,
     its version, the threads and the GGUF quantisation; --dtype is reported as not applying."""
     require_models(TINY, gguf=True)
-    from lrref.llamacpp_ffi import PINNED
+    from lrref.backends.llamacpp_ffi import PINNED
 
     tp = tmp_path / "g.jsonl"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}

@@ -1,11 +1,11 @@
-"""lrref.load: what else ran on the machine (a fake /proc), --require-idle, the warning line."""
+"""lrref.host.load: what else ran on the machine (a fake /proc), --require-idle, the warning line."""
 
 import os
 import time
 
 import pytest
 
-from lrref import load
+from lrref.host import load
 
 HZ = os.sysconf("SC_CLK_TCK")
 

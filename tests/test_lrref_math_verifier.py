@@ -1,4 +1,4 @@
-"""The math verifier without a model: numeric claims of hand-made step pairs (lrref.stepmath), the verifier's
+"""The math verifier without a model: numeric claims of hand-made step pairs (lrref.verify.stepmath), the verifier's
 decision rule with a stand-in embedding, its thresholds, and answer extraction in GSM8K's formats."""
 
 from fractions import Fraction
@@ -11,7 +11,7 @@ QUESTION = "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"
 
 
 def agree(t, d):
-    from lrref.stepmath import agree as a
+    from lrref.verify.stepmath import agree as a
 
     return a(t, d)
 
@@ -56,7 +56,7 @@ def test_every_number_counts_given_or_new():
 
 
 def test_claims_normalise_numbers_and_equations():
-    from lrref.stepmath import claims
+    from lrref.verify.stepmath import claims
 
     c = claims("Total = 1,200 + 3\\,400 = 4{,}600; a 2-hour trip; \\frac{3}{4} of twenty-five; 10 - 15 = -5")
     assert {Fraction(1200), Fraction(3400), Fraction(4600), Fraction(2), Fraction(-5), Fraction(25)} <= c.numbers
@@ -81,7 +81,7 @@ class FakeEmbedding:
 
 
 def test_math_verifier_numbers_then_prose():
-    from lrref.verifiers import MathVerifier
+    from lrref.verify.verifiers import MathVerifier
 
     emb = FakeEmbedding(0.9)
     pairs = [("2 x 7 = 14", "7*2=14"), ("18 x 14 = 252", "18 x 2 = 36"), ("Let's see.", "Now look.")]
@@ -94,7 +94,7 @@ def test_math_verifier_numbers_then_prose():
 
 
 def test_verifier_thresholds_have_ranges():
-    from lrref.verifiers import VERIFIERS, VerifierConfig, uses_embedding
+    from lrref.verify.verifiers import VERIFIERS, VerifierConfig, uses_embedding
 
     assert "math" in VERIFIERS and VerifierConfig("math").t == 0.85
     for name, bad in (("embedding", 1.5), ("math", -1.01), ("score", 10), ("random", -0.1)):
@@ -129,7 +129,7 @@ def test_gsm8k_subset_loads_with_numeric_answers():
 def test_math_verifier_built_with_a_real_embedding_model():
     from conftest import require_models
 
-    from lrref.verifiers import MathVerifier, VerifierConfig, build
+    from lrref.verify.verifiers import MathVerifier, VerifierConfig, build
 
     (emb,) = require_models("all-minilm-l6-v2")
     v = build(VerifierConfig("math", 0.5, str(emb)))

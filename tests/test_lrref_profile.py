@@ -9,7 +9,7 @@ import pytest
 
 from lrref import cli
 from lrref.archs import ARCH_DIR, load_arch, shipped
-from lrsim.cost.profile import read_profile
+from lrsim.latency.profile import read_profile
 
 # params and kv_bytes_per_token (bf16) as measured in shared/gpu/h100/*.json
 SHARED_SHAPES = {
@@ -74,7 +74,7 @@ def check_tiny_profile(out, capsys, dtype):
 def test_profile_a_tiny_config_on_cpu(tmp_path, capsys):
     """On this CPU, whatever it is: the expectations follow the dtype ``--dtype auto`` chose here (float32 on an
     AVX2 CPU, bfloat16 with AVX512-BF16 or AMX); ``tests/test_lrref_cpu.py`` runs it under each mocked CPU kind."""
-    from lrref.timing import resolve_dtype
+    from lrref.profiling.profile import resolve_dtype
 
     out = tmp_path / "tiny.json"
     assert cli.main(["profile", *FAST, "--out", str(out)]) == 0
@@ -95,7 +95,8 @@ def test_profile_from_a_model_directory(tmp_path):
 def test_out_of_memory_shapes_become_missing_points(tmp_path, monkeypatch):
     import torch
 
-    from lrref import timing
+    from lrref.host import cpu
+    from lrref.profiling import timing
 
     real = timing.time_passes
 
@@ -108,18 +109,19 @@ def test_out_of_memory_shapes_become_missing_points(tmp_path, monkeypatch):
     out = tmp_path / "p.json"
     assert cli.main(["profile", *FAST, "--out", str(out)]) == 0
     a = read_profile(out).arch("tiny")
-    oom = f"context 32 batch 2: out of memory on {timing.cpu_model()}"
+    oom = f"context 32 batch 2: out of memory on {cpu.cpu_model()}"
     assert a.ms[1][1] == (None, None) and a.unmeasured == 2 and a.missing == (oom,)
 
 
 def test_dtype_auto_is_lrref_cpus():
-    """The profiler asks lrref.cpu (mocked per CPU kind in tests/test_lrref_cpu.py); explicit dtypes pass through."""
-    from lrref import cpu, timing
+    """The profiler asks lrref.host.cpu (mocked per CPU kind in tests/test_lrref_cpu.py); explicit dtypes pass
+    through."""
+    from lrref.host import cpu
+    from lrref.profiling.profile import resolve_dtype
 
-    assert timing.resolve_dtype("auto", "cuda") == "bfloat16"
-    assert timing.resolve_dtype("float32", "cuda") == "float32" and timing.resolve_dtype("float16", "cpu") == "float16"
-    assert timing.resolve_dtype("auto", "cpu") == cpu.resolve_dtype("auto", "cpu")
-    assert timing.cpu_model() == cpu.cpu_model() and timing.cpu_has_native_bf16() == cpu.native_bf16()
+    assert resolve_dtype("auto", "cuda") == "bfloat16"
+    assert resolve_dtype("float32", "cuda") == "float32" and resolve_dtype("float16", "cpu") == "float16"
+    assert resolve_dtype("auto", "cpu") == cpu.resolve_dtype("auto", "cpu")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -169,15 +171,18 @@ TINY_MODEL = "smollm2-135m-instruct"
 
 
 @pytest.mark.models
-def test_agreement_rounds_run_a_real_decode_and_the_profiler(tmp_path):
-    """``lrref.agreement.round_ratios`` on SmolLM2-135M: per round a real lrref ``ar`` decode (trace written) and
-    the profiler's passes at its contexts give one finite recorded / predicted ratio.  How close to 1 it is, is a
-    timing: ``python benchmarks/lrref_checks.py profile-agreement`` (target: median within 30% of 1)."""
+def test_agreement_rounds_run_a_real_decode_and_the_profiler(tmp_path, monkeypatch):
+    """``round_ratios`` (``benchmarks/profile_agreement.py``) on SmolLM2-135M: per round a real lrref ``ar`` decode
+    (trace written) and the profiler's passes at its contexts give one finite recorded / predicted ratio.  How close
+    to 1 it is, is a timing: ``python benchmarks/lrref_checks.py profile-agreement`` (target: median within 30% of
+    1)."""
     import math
+    from pathlib import Path
 
     from conftest import require_models
 
-    from lrref.agreement import round_ratios
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))  # a benchmark, not lrref
+    from profile_agreement import round_ratios
 
     (path,) = require_models(TINY_MODEL)
     ratios = round_ratios(str(path), tmp_path, rounds=2, tokens=12, repeats=1)
@@ -200,7 +205,7 @@ def test_llamacpp_profile_of_a_tiny_grid_alone_and_co_running(tmp_path, capsys):
     the provenance of every entry; the same model as target and draft is timed once per setup."""
     from conftest import require_models
 
-    from lrsim.cost.profile import SETUP_MODES
+    from lrsim.latency.profile import SETUP_MODES
 
     require_models(TINY_MODEL, gguf=True)
     out = tmp_path / "ll.json"
@@ -238,7 +243,7 @@ def test_llamacpp_profile_times_what_forward_measures(tmp_path, monkeypatch):
     with the shape's rows and positions, and --logits last asks logits of each row's last position only."""
     from conftest import require_models
 
-    from lrref.llamacpp_backend import LlamaCppBackend
+    from lrref.backends.llamacpp import LlamaCppBackend
 
     require_models(TINY_MODEL, gguf=True)
     real, seen = LlamaCppBackend.forward, []
@@ -275,7 +280,7 @@ def test_llamacpp_profile_needs_no_torch(tmp_path):
 
 def test_llamacpp_co_runner_failure_is_one_line(tmp_path):
     pytest.importorskip("xllamacpp")
-    from lrref.profile_llamacpp import CoRunner, CoRunnerError, Entry, GGUFModel, LlamaSpec
+    from lrref.profiling.llamacpp import CoRunner, CoRunnerError, Entry, GGUFModel, LlamaSpec
 
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF not really")
@@ -322,7 +327,7 @@ def test_llamacpp_flags_are_refused_with_hf(tmp_path, flag, value):
 
 
 def test_profile_require_idle_refuses_a_busy_machine(tmp_path, monkeypatch, capsys):
-    from lrref import load
+    from lrref.host import load
 
     hz = __import__("os").sysconf("SC_CLK_TCK")
     samples = iter([load.Sample(0.0, 0, 0, (3.0, 2.0, 1.0)), load.Sample(1.0, hz // 2, 0, (3.0, 2.0, 1.0))])

@@ -25,8 +25,8 @@ def lrref(*args):
 
 
 def test_random_backend_is_tokenizer_free_and_ends_steps_at_the_cap():
-    from lrref.backend import Sampling, StepRequest
-    from lrref.hf_random import PLACEHOLDER, RandomBackend
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.backends.hf_random import PLACEHOLDER, RandomBackend
 
     be = RandomBackend(load_arch("tiny"), seed=3, token_limit=300, prompt_tokens=12, dtype="float32", threads=1)
     p = be.encode_chat("a question", "any system")
@@ -122,7 +122,7 @@ def test_refused_combinations_are_one_line_exit_2(tmp_path, args, message):
 
 
 def test_devices_in_the_config_and_the_setting():
-    from lrref.decoder import hardware_label
+    from lrref.decode.decoder import hardware_label
 
     c = DecodeConfig(mode="lr-async", device="cuda:0", draft_device="cuda:1", target_threads=1)
     assert (c.device, c.draft_on) == ("cuda:0", "cuda:1") and DecodeConfig(device="cuda").draft_on == "cuda"

@@ -26,14 +26,14 @@ QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does s
 @pytest.fixture(scope="module")
 def tiny():
     (path,) = require_models(TINY)
-    from lrref.hf import HFBackend
+    from lrref.backends.hf import HFBackend
 
     return str(path), HFBackend(path, dtype="float32", threads=1), HFBackend(path, dtype="float32", threads=1)
 
 
 def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
-    from lrref.decoder import DecodeConfig, Decoder, make_header
-    from lrref.verifiers import ExactVerifier
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verify.verifiers import ExactVerifier
     from lrsim.trace import TraceWriter
 
     path, tgt, drf = tiny
@@ -56,8 +56,8 @@ def test_engine_matches_transformers_generate(tiny):
     """Step-by-step batched decoding (with/without prefix cache, with n-gram) == greedy generate."""
     import torch
 
-    from lrref.backend import Sampling, StepRequest
-    from lrref.ngram import NgramConfig
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.backends.ngram import NgramConfig
 
     _, be, _ = tiny
     prompts = [be.encode_chat(q, "Be brief.") for q in QS + ["What is 12*7?"]]
@@ -114,8 +114,8 @@ QS3 = QS + ["A train travels 60 km per hour for 3 hours. How far does it go?"]
 
 def decode_many(tiny, mode, tmp_path, concurrency, **kw):
     """QS3 decoded ``concurrency`` at a time (one after the other at 1), greedy, token-identical verifier."""
-    from lrref.decoder import DecodeConfig, Decoder, make_header
-    from lrref.verifiers import ExactVerifier
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verify.verifiers import ExactVerifier
     from lrsim.trace import TraceWriter
 
     path, tgt, drf = tiny
@@ -165,7 +165,7 @@ def test_lr_modes_exercise_accept_and_reject(tiny, tmp_path):
 def test_sync_trace_accounts_for_every_target_step(tiny, tmp_path, p_accept):
     """Target steps thrown away after a rejection still ran in the cycle's batch: their rows carry the
     target timing, so the forward passes in the trace add up to the passes the decoder ran."""
-    from lrref.verifiers import RandomVerifier
+    from lrref.verify.verifiers import RandomVerifier
 
     res, tr = decode_all(tiny, "lr-sync", tmp_path, verifier=RandomVerifier(p_accept, seed=1), max_tokens=80)
     rows = {(s.request, s.cycle, s.position): s.target_forwards for s in tr.steps if s.target_start is not None}
@@ -219,7 +219,7 @@ PAIRS_DIFF = [("3 notebooks cost 3 * 4 = 12 dollars.", "The train leaves the sta
 
 def test_embedding_verifier_on_known_pairs():
     (path,) = require_models("all-minilm-l6-v2")
-    from lrref.verifiers import EmbeddingVerifier
+    from lrref.verify.verifiers import EmbeddingVerifier
 
     v = EmbeddingVerifier(path, threshold=0.6)
     same = v.verify(PAIRS_SAME)
@@ -230,7 +230,7 @@ def test_embedding_verifier_on_known_pairs():
 
 
 def test_judge_and_score_mechanics_on_the_tiny_model(tiny):
-    from lrref.verifiers import JudgeVerifier, ScoreVerifier
+    from lrref.verify.verifiers import JudgeVerifier, ScoreVerifier
 
     _, be, _ = tiny
     j = JudgeVerifier(be, threshold=0.0)
@@ -315,7 +315,7 @@ QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
 @pytest.fixture(scope="module")
 def qwen():
     dpath, tpath = require_models(*QWEN)
-    from lrref.hf import HFBackend
+    from lrref.backends.hf import HFBackend
 
     return str(dpath), str(tpath), HFBackend(tpath, dtype="float32", threads=2), HFBackend(dpath, dtype="float32",
                                                                                            threads=2)
@@ -323,8 +323,8 @@ def qwen():
 
 def test_qwen_pair_lossless_short(qwen, tmp_path):
     """Greedy + token-identical acceptance on the default pair: lr-sync+sd and lr-async == ar (float32)."""
-    from lrref.decoder import DecodeConfig, Decoder, make_header
-    from lrref.verifiers import ExactVerifier
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verify.verifiers import ExactVerifier
     from lrsim.trace import TraceWriter
 
     dpath, tpath, tgt, drf = qwen
@@ -359,7 +359,8 @@ def test_mismatched_vocabularies_are_refused(tmp_path):
 
 def test_vocabularies_are_compared_before_any_weights_load(tmp_path, monkeypatch, capsys):
     require_models(TINY, QWEN[1])
-    from lrref import cli, hf
+    from lrref import cli
+    from lrref.backends import hf
 
     def no_weights(*a, **k):
         raise AssertionError("weights loaded before the vocabulary check")

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from lrref.decoder import DecodeConfig, make_header  # noqa: E402
+from lrref.decode.decoder import DecodeConfig, make_header  # noqa: E402
 from lrsim.trace import Setting, recorded_setting  # noqa: E402
 
 

@@ -1,9 +1,9 @@
-"""lrref.steps / lrref.ngram / speculative acceptance rules: pure logic, no model."""
+"""lrref.backends.steps / lrref.backends.ngram / speculative acceptance rules: pure logic, no model."""
 
 import pytest
 
-from lrref.ngram import NgramConfig, propose
-from lrref.steps import StepSplitter, split_steps
+from lrref.backends.ngram import NgramConfig, propose
+from lrref.backends.steps import StepSplitter, split_steps
 
 # a toy vocabulary: id -> text; 9 = EOS (decodes to "" like a skipped special token)
 VOCAB = {0: "a", 1: "b", 2: "\n", 3: "\n\n", 4: ".\n\n", 5: " ", 6: "x\n\ny", 7: "\n\n\n", 9: ""}
@@ -109,7 +109,7 @@ def test_ngram_config_validation():
 
 def test_greedy_acceptance_rule():
     torch = pytest.importorskip("torch")
-    from lrref.hf import accept_greedy
+    from lrref.backends.hf import accept_greedy
 
     lg = torch.tensor([[0, 5.0, 0], [0, 0, 5.0], [5.0, 0, 0]])  # argmax 1, 2, 0
     assert accept_greedy(lg, [1, 2]) == [1, 2, 0]  # all accepted + bonus
@@ -122,7 +122,7 @@ def test_speculative_sampling_with_a_point_mass_draft_is_exact():
     torch = pytest.importorskip("torch")
     from scipy import stats
 
-    from lrref.hf import accept_sampled
+    from lrref.backends.hf import accept_sampled
 
     p = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]])
     g = torch.Generator().manual_seed(1)
@@ -137,8 +137,8 @@ def test_speculative_sampling_with_a_point_mass_draft_is_exact():
 
 def test_top_p_top_k_filtering():
     torch = pytest.importorskip("torch")
-    from lrref.backend import Sampling
-    from lrref.hf import probs_from_logits
+    from lrref.backends.base import Sampling
+    from lrref.backends.hf import probs_from_logits
 
     lg = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     p = probs_from_logits(lg, Sampling(1.0, top_p=0.7))

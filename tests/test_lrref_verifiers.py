@@ -1,4 +1,4 @@
-"""lrref.verifiers without a model: exact and random verifiers, the verifier configuration."""
+"""lrref.verify.verifiers without a model: exact and random verifiers, the verifier configuration."""
 
 import pytest
 
@@ -6,7 +6,7 @@ from lrsim.errors import InputError
 
 
 def test_exact_and_random_verifiers():
-    from lrref.verifiers import ExactVerifier, RandomVerifier
+    from lrref.verify.verifiers import ExactVerifier, RandomVerifier
 
     v = ExactVerifier()
     assert [x.decision for x in v.verify([("a  b\n", "a b"), ("a b", "a c")])] == [True, False]
@@ -18,7 +18,7 @@ def test_exact_and_random_verifiers():
 
 
 def test_verifier_config_validation():
-    from lrref.verifiers import VERIFIERS, VerifierConfig
+    from lrref.verify.verifiers import VERIFIERS, VerifierConfig
 
     assert VERIFIERS == ("judge", "embedding", "score", "random", "exact", "math")
     assert VerifierConfig("random").t == 0.5 and VerifierConfig("embedding", 0.9).t == 0.9
@@ -27,6 +27,6 @@ def test_verifier_config_validation():
     with pytest.raises(InputError, match=r"probability must be in \[0, 1\], got 1.5"):
         VerifierConfig("random", 1.5)
     with pytest.raises(InputError, match="needs a transformers model"):
-        from lrref.verifiers import build
+        from lrref.verify.verifiers import build
 
         build(VerifierConfig("judge"), None)

@@ -27,10 +27,10 @@ pytestmark = [pytest.mark.models, pytest.mark.skipif(_why_not() is not None, rea
 
 def test_vllm_steps_match_the_step_rule_and_hf_greedy():
     (path,) = require_models("smollm2-135m-instruct")
-    from lrref.backend import Sampling, StepRequest
-    from lrref.hf import HFBackend
-    from lrref.steps import split_steps
-    from lrref.vllm_backend import VLLMBackend
+    from lrref.backends.base import Sampling, StepRequest
+    from lrref.backends.hf import HFBackend
+    from lrref.backends.steps import split_steps
+    from lrref.backends.vllm import VLLMBackend
 
     vb = VLLMBackend(path, dtype="float32", max_model_len=1024)
     hb = HFBackend(path, dtype="float32", threads=1)

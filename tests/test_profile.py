@@ -1,6 +1,7 @@
 """Latency profiles: format round trip, validation, interpolation, embedded H100 data, the adapter, `lrsim profiles`."""
 
 import copy
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,8 +14,8 @@ import pytest
 from lrsim.cli import main
 from lrsim.cost.library import embedded, load_profile
 from lrsim.cost.passcost import ProfileCost, cost_from_dict, cost_ratio
-from lrsim.cost.profile import ArchProfile, Prefill, Profile, Provenance, read_profile, write_profile
 from lrsim.errors import InputError
+from lrsim.latency.profile import ArchProfile, Prefill, Profile, Provenance, read_profile, write_profile
 
 SHARED = Path(os.environ.get("LRSIM_GPU_SRC", Path(__file__).resolve().parents[1].parent / "shared/gpu/h100"))
 if not SHARED.is_dir():
@@ -275,7 +276,7 @@ def test_lrsim_profiles_json_file_path_and_pricing(capsys, tmp_path):
 
 
 def test_lrsim_profile_modules_do_not_import_torch():
-    code = ("import sys, lrsim.cost.library, lrsim.cost.profile, lrsim.cli; "
+    code = ("import sys, lrsim.cost.library, lrsim.latency.profile, lrsim.cli; "
             "lrsim.cost.library.load_profile('h100-ctx0-kernel');"
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
@@ -327,3 +328,58 @@ def test_a_role_a_mode_leaves_out_runs_on_its_target_setup():
     assert hw.entry("ar", "draft") == "qwen2.5-coder-0.5b-instruct@t2" == hw.entry("sync", "draft")
     assert hw.entry("async", "draft") == "qwen2.5-coder-0.5b-instruct@t1co"
     assert hw.draft("ar").seconds(0, 1, 1) == hw.draft("sync").seconds(0, 1, 1) > 0
+
+
+# --- one home for c1, layers of the profile packages ----------------------------------------------------
+
+
+def test_c1_has_one_computation():
+    """c1 of a pair is ``lrsim.cost.passcost.cost_ratio``; a hardware spec's is that of the mode's setup, and the
+    calibration's the same ratio of measured means (lrsim.stats.ratio_of_means); no other ``cost_ratio``."""
+    import ast
+
+    from lrsim.calibrate import Summary
+    from lrsim.cost.hardware import HardwareSpec
+    from lrsim.stats import ratio_of_means
+
+    hw = HardwareSpec("h100-context-kernel", "qwen2.5-32b", "qwen2.5-1.5b")
+    assert hw.c1("async", 1024) == cost_ratio(hw.draft("async"), hw.target("async"), 1024) == \
+        pytest.approx(3.637 / 27.95)
+    with pytest.raises(InputError, match="c1 needs a draft architecture"):
+        HardwareSpec("h100-context-kernel", "qwen2.5-32b").c1("async")
+    d, t = Summary.of([1.0, 2.0, 3.0]), Summary.of([4.0, 4.0, 5.0, 7.0])
+    r, (lo, hi) = ratio_of_means(d, t)
+    assert r == 2.0 / 5.0 and lo < r < hi
+    assert ratio_of_means(Summary.of([1.0]), t) == (0.2, None) and ratio_of_means(d, Summary.of([])) == (None, None)
+    root = Path(__file__).resolve().parents[1] / "lrsim"
+    homes = [p.relative_to(root).as_posix() for p in root.rglob("*.py")
+             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name == "cost_ratio"]
+    assert homes == ["cost/passcost.py"]
+
+
+def _package_imports(package: str) -> set[str]:
+    """The lrsim packages (``lrsim.X``) that any module of ``lrsim/<package>`` imports, lazily or not."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "lrsim"
+    out = set()
+    for path in (root / package).rglob("*.py"):
+        here = ["lrsim", package] + list(path.relative_to(root / package).with_suffix("").parts)[:-1]
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.ImportFrom):
+                base = here[: len(here) - n.level + 1] if n.level else []
+                name = ".".join(base + ([n.module] if n.module else [])) if n.level else (n.module or "")
+            elif isinstance(n, ast.Import):
+                name = " ".join(a.name for a in n.names)
+            else:
+                continue
+            out |= {".".join(m.split(".")[:2]) for m in name.split() if m.startswith("lrsim.")}
+    return out - {f"lrsim.{package}"}
+
+
+def test_the_profile_format_is_the_layer_below_cost_and_gpu():
+    """latency < gpu < cost: lrsim.gpu never imports lrsim.cost (not even lazily), lrsim.latency neither."""
+    assert "lrsim.cost" not in _package_imports("gpu")
+    assert not {"lrsim.cost", "lrsim.gpu"} & _package_imports("latency")
+    assert "lrsim.gpu" in _package_imports("cost")  # model: specs resolve downwards
+    assert importlib.util.find_spec("lrsim.cost.profile") is None  # one home for the format: lrsim.latency.profile

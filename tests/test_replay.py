@@ -171,3 +171,56 @@ def test_verifier_calls_without_spans_come_from_the_setting(des_traces):
                         steps=[replace(s, verify_start=None, verify_end=None) for s in sync.steps])
     assert verify_calls([unspanned]) == "per_pair"
     assert verify_calls([read_trace(d / "async.jsonl")]) == "one"  # no sync trace: the simulator's default
+
+
+# ----------------------------------------------------------------------------- each calibration once
+
+
+@pytest.fixture
+def calibrations(monkeypatch):
+    """Counts :func:`lrsim.calibrate.calibrate` calls, wherever they are made from."""
+    import lrsim.calibrate
+    import lrsim.compose
+
+    calls = []
+    real = lrsim.calibrate.calibrate
+
+    def counted(traces):
+        calls.append(len(traces))
+        return real(traces)
+
+    monkeypatch.setattr(lrsim.calibrate, "calibrate", counted)
+    monkeypatch.setattr(lrsim.compose, "calibrate", counted)
+    return calls
+
+
+def test_replay_and_its_plan_calibrate_the_traces_once(calibrations):
+    """Behaviour and timing are calibrated once per prediction or plan; each bootstrap replicate once more (its
+    resample), through compose itself (no call back into replay)."""
+    from lrsim.trace import default_traces
+
+    traces = [read_trace(p) for p in default_traces()]
+    predict(traces, Setting("async", 2, 1), steps=1000, bootstrap=0)
+    assert calibrations == [len(traces)]
+    calibrations.clear()
+    p = predict(traces, Setting("async", 2, 1), steps=1000, bootstrap=10)
+    assert len(calibrations) == 1 + 10 and p.replicates == 10 and p.speedup_ci95 is not None
+    calibrations.clear()
+    plan_from_traces(traces, budget=3, k2_max=2, steps=1000, bootstrap=0)
+    assert calibrations == [len(traces)]
+
+
+def test_replay_is_compose_with_the_traces_own_timing():
+    """replay.predict = compose.predict of the traces' behaviour on the profile they calibrate, bootstrap
+    recalibrating both (``retime``): the same numbers, the same seeds."""
+    from lrsim import compose
+    from lrsim.cost.fromtraces import trace_hardware
+    from lrsim.trace import default_traces
+
+    traces = [read_trace(p) for p in default_traces()]
+    s = Setting("sync", 3, 1)
+    b = compose.behaviour_from_traces(traces)
+    direct = compose.predict(b, trace_hardware(traces, b.alpha2), s, steps=1500, bootstrap=10, traces=traces,
+                             retime=True)
+    p = predict(traces, s, steps=1500, bootstrap=10)
+    assert (p.speedup, p.speedup_ci95) == (direct.speedup, direct.speedup_ci95)

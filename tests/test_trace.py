@@ -204,6 +204,43 @@ def test_unknown_legacy_mode_is_a_trace_error():
         tr.recorded_setting(tr.Header(source="other", mode="beam"))
 
 
+@pytest.mark.parametrize("mode, gamma, expected", [
+    ("lr-sync", 2, ("sync", 3, "per_pair")), ("lr-sync+sd", 4, ("sync", 5, "per_pair")),
+    ("lr-async", 2, ("async", 2, "one")), ("lr-async+sd", 3, ("async", 3, "one")),
+    ("ar", 4, ("ar", 1, "one")), ("sd", 4, ("ar", 1, "one")),
+])
+def test_the_gamma_to_k1_rule_has_one_home(mode, gamma, expected):
+    """lrsim.modes.lookahead_schedule: the rule lrref's decoder writes into headers and legacy headers are read by."""
+    from lrsim.modes import lookahead_schedule
+
+    assert tuple(lookahead_schedule(mode, gamma)) == expected
+    base = mode.split("+")[0]
+    legacy = tr.Header(source="lrref", mode=base, config={"base_mode": base, "gamma": gamma, "width": 2})
+    s = tr.recorded_setting(legacy)
+    assert (s.mode, s.k1, s.verify_calls, s.width) == expected + ((2 if expected[0] != "ar" else 1),)
+
+
+def test_lookahead_schedule_refuses_an_unknown_mode():
+    from lrsim.modes import lookahead_schedule
+
+    with pytest.raises(ValueError, match="unknown decoding mode 'beam'"):
+        lookahead_schedule("beam", 2)
+
+
+def test_mode_tuples_have_one_home():
+    """lrsim.modes holds every mode tuple; the serving simulator and the profile format use its objects."""
+    from lrsim import modes
+    from lrsim.cost import fromtraces
+    from lrsim.latency import profile
+    from lrsim.serve import config, plan
+
+    assert config.SERVE_MODES is modes.DECODE_MODES and config.SIM_MODE is modes.SIM_MODE
+    assert plan.LR is modes.LR_DECODE_MODES
+    assert fromtraces.SETUP_MODES is profile.SETUP_MODES is modes.SIM_MODES
+    assert {modes.SIM_MODE[m] for m in modes.DECODE_MODES} == set(modes.SIM_MODES)
+    assert all(m.removesuffix(modes.NGRAM_SUFFIX) in modes.DECODE_MODES for m in modes.ALL_DECODE_MODES)
+
+
 def test_trace_errors_are_input_errors():
     from lrsim.errors import InputError
 

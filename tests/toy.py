@@ -7,12 +7,12 @@ some positions (more with sampling), so drafts are accepted sometimes and reject
 import random
 import time
 
-from lrref.backend import BackendStats, StepOut, StepRequest
+from lrref.backends.base import BackendStats, StepOut, StepRequest
 from lrref.config import DecodeConfig
-from lrref.decoder import Decoder, make_header
-from lrref.steps import StepSplitter
-from lrref.verifiers import ExactVerifier
-from lrref.worker import step_seed
+from lrref.decode.decoder import Decoder, make_header
+from lrref.backends.steps import StepSplitter
+from lrref.verify.verifiers import ExactVerifier
+from lrref.decode.seed import step_seed
 from lrsim.trace import TraceWriter
 
 WORDS = ["one", " two", " three", " four", ".", "\n\n", " five", " six"]
@@ -56,7 +56,7 @@ class ToyBackend:
         return tok
 
     def generate_steps(self, reqs, sampling, ngram=None, clock=None):
-        """One step per request through a running batch, as :meth:`lrref.hf.HFBackend.generate_steps` does."""
+        """One step per request through a running batch, as :meth:`lrref.backends.hf.HFBackend.generate_steps` does."""
         eng = self.engine(sampling, ngram, clock)
         handles = eng.add(reqs)
         done = {}
@@ -67,7 +67,7 @@ class ToyBackend:
 
 class ToyEngine:
     """A running batch of the toy model: one token per row per :meth:`step`; a step's ``batch`` is the mean
-    number of rows in its passes (rounded), as in :class:`lrref.hf.HFEngine`."""
+    number of rows in its passes (rounded), as in :class:`lrref.backends.hf.HFEngine`."""
 
     def __init__(self, be, sampling, clock):
         self.be, self.sampling, self.clock, self.rows, self.n = be, sampling, clock, {}, 0
@@ -113,7 +113,8 @@ class ToyEngine:
 
 
 class FakeWorker:
-    """The draft process, in process and deterministic: one draft step per poll, as :mod:`lrref.worker` sends."""
+    """The draft process, in process and deterministic: one draft step per poll, as
+    :mod:`lrref.decode.draft_worker` sends."""
 
     def __init__(self, path, dtype, threads, t0, max_step, sampling, ngram=None, **kw):
         self.eng = ToyBackend("draft", deviate=0.3).engine(sampling, ngram)

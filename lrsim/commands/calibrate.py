@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import HELP
 from .common import read_traces
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("calibrate", help="fit acceptance, costs, latency curves and step lengths from traces")
+    p = sub.add_parser("calibrate", help=HELP["calibrate"])
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
     p.add_argument("--profile-out", metavar="FILE.json",
@@ -45,7 +46,7 @@ def run(a: argparse.Namespace) -> str:
         text = format_calibration(c) + "\n  pass costs per hardware setup (the profile --profile-out writes):\n" + \
             "\n".join(f"    {n}" for n in prof.provenance.notes)
     if a.profile_out:
-        from ..cost.profile import write_profile
+        from ..latency.profile import write_profile
 
         write_profile(prof, a.profile_out)
         if not a.json:

@@ -91,6 +91,7 @@ def sim_flags() -> tuple[list, list]:
     from ..cost.passcost import load_cost
     from ..dists import parse_dist
     from ..sim import ENGINES, JOINS, TOKEN_MODELS
+    from ..modes import COLOCATED
 
     scalars = [
         ("--mode", "mode", choice(SIM_MODES)), ("--alpha1", "alpha1", unit), ("--c1", "c1", cost),
@@ -101,6 +102,7 @@ def sim_flags() -> tuple[list, list]:
         ("--token-model", "token_model", choice(TOKEN_MODELS)), ("--join", "join", choice(JOINS)),
         ("--engine", "engine", choice(ENGINES)),
         ("--verify-calls", "verify_calls", choice(VERIFY_CALLS)), ("--prefill", "prefill", choice(PREFILLS)),
+        ("--colocated", "colocated", choice(COLOCATED)),
     ]
     models = [
         ("--step-tokens", "step_tokens", model(parse_dist)), ("--draft-tokens", "draft_tokens", model(parse_dist)),
@@ -210,25 +212,54 @@ def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None
 
 
 def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: Sequence[str] = (),
-                  own: Sequence[str] = ()):
+                  own: Sequence[str] = (), traces: Sequence | None = None):
     """The :class:`lrsim.cost.hardware.HardwareSpec` of the command line, or None without ``--hardware`` (then
     its other flags, and ``number_flags``, are refused in one line; ``own``: flags of the group that mean
-    something without it too, e.g. serve's ``--verifier-latency``)."""
+    something without it too, e.g. serve's ``--verifier-latency``).  With ``traces``, an architecture the command
+    needs and no flag gives comes from their header's models when they name a shipped architecture or a
+    ``config.json`` here (:func:`lrsim.compose.recorded_archs`); else one line names the missing flag."""
     from ..cost.hardware import HardwareSpec
-    from ..cost.interp import Extrapolation
+    from ..latency.interp import Extrapolation
 
     if a.hardware is None:
         flags = given(a, [f for f in HARDWARE_FLAGS if f not in own] + list(number_flags))
         if flags:
             raise UsageError(f"{', '.join(flags)} only go(es) with --hardware PROFILE")
         return None
-    missing = [f for f in ("target_arch",) + (("draft_arch",) if need_draft else ()) if getattr(a, f) is None]
+    archs, header = _archs(a, ("target", "draft") if need_draft else ("target",), traces)
+    try:
+        return HardwareSpec(a.hardware, archs["target"], archs["draft"],
+                            Extrapolation(a.extrapolate or "linear", a.below_context or "clamp"), a.target_tp or 1,
+                            a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch,
+                            a.judge_prompt_tokens, getattr(a, "prefill", None), a.draft_hardware,
+                            a.verifier_hardware, a.kv_dtype)
+    except InputError as e:
+        if not header:
+            raise
+        given_by = ", ".join(f"{r} {archs[r]}" for r in header)
+        flags = " / ".join(f"--{r}-arch" for r in header)
+        raise InputError(f"{e} (from the traces' header: {given_by}; give {flags})") from None
+
+
+def _archs(a: argparse.Namespace, needed: Sequence[str], traces: Sequence | None) -> tuple[dict, list[str]]:
+    """``({role: architecture or None}, the roles taken from the traces' header)``: the flags', else for a
+    ``needed`` role the traces' model's; a needed role with neither is refused in one line naming its flag."""
+    archs = {"target": a.target_arch, "draft": a.draft_arch}
+    recorded = {}
+    if traces and any(archs[r] is None for r in needed):
+        from ..compose import recorded_archs
+
+        recorded = recorded_archs(traces)
+    header = [r for r in needed if archs[r] is None and recorded.get(r, (None, None))[1] is not None]
+    archs |= {r: recorded[r][1] for r in header}
+    missing = [r for r in needed if archs[r] is None]
+    if missing and not traces:
+        raise UsageError("--hardware needs " + " and ".join(f"--{r}-arch" for r in missing))
     if missing:
-        raise UsageError("--hardware needs " + " and ".join("--" + m.replace("_", "-") for m in missing))
-    return HardwareSpec(a.hardware, a.target_arch, a.draft_arch,
-                        Extrapolation(a.extrapolate or "linear", a.below_context or "clamp"), a.target_tp or 1,
-                        a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch, a.judge_prompt_tokens,
-                        getattr(a, "prefill", None), a.draft_hardware, a.verifier_hardware, a.kv_dtype)
+        why = [f"the traces' {r} model {recorded[r][0]} is no known architecture" if recorded[r][0] else
+               f"the traces' header names no {r} model" for r in missing]
+        raise UsageError("--hardware needs " + " and ".join(f"--{r}-arch" for r in missing) + f" ({'; '.join(why)})")
+    return archs, header
 
 
 def add_behaviour_args(p: argparse.ArgumentParser, alphas: bool) -> None:

@@ -8,6 +8,8 @@ import json
 import sys
 
 from ..errors import UsageError
+from ..format import format_plan
+from . import HELP
 from .common import (
     NUMBER_FLAGS,
     add_behaviour_args,
@@ -24,11 +26,11 @@ from .common import (
     write_html,
 )
 from .serve import add_load_args
-from .theory import closed_plan, format_plan
+from .theory import closed_plan
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plan", help="best split of the budget M between step level (k1) and token level (k2)")
+    p = sub.add_parser("plan", help=HELP["plan"])
     add_theory_args(p)
     p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table")
     p.add_argument("--trace", nargs="*", metavar="TRACE",
@@ -47,9 +49,9 @@ def add_parser(sub) -> None:
     add_load_args(p, plan=True)
 
 
-def _simulated(a: argparse.Namespace, hw) -> str:
+def _simulated(a: argparse.Namespace, hw, traces) -> str:
     """``plan --trace`` and ``plan --hardware``: every configuration simulated on the recorded or composed
-    workload."""
+    workload (``traces``: read already when they come with ``--hardware``)."""
     from ..prediction import format_trace_plan
 
     progress = sys.stderr.isatty()
@@ -61,10 +63,8 @@ def _simulated(a: argparse.Namespace, hw) -> str:
         return _simulated_out(a, tp, format_trace_plan(tp, a.top), traces, None)
     from ..compose import plan as composed_plan
 
-    if a.trace is not None:
-        if given(a, NUMBER_FLAGS):
-            raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS))}: behaviour comes from the traces (--trace)")
-        source, what = read_traces(a.trace), "traces"
+    if traces is not None:
+        source, what = traces, "traces"
     else:
         source, what = behaviour(a, a.alpha1, a.alpha2), "numbers"
     tp = composed_plan(source, hw, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, k1_max=a.k1_max,
@@ -92,7 +92,7 @@ def _rate(a: argparse.Namespace) -> str:
 
     traces = read_traces(a.trace) if a.trace is not None else None
     hw = hardware_spec(a, need_draft=False, number_flags=("draft_tokens", "request_tokens"),
-                       own=("verifier_latency", "prefill"))
+                       own=("verifier_latency", "prefill"), traces=traces)
     if given(a, ("draft_tokens", "request_tokens")):
         raise UsageError(f"{', '.join(given(a, ('draft_tokens', 'request_tokens')))}: not used by plan --rate "
                          "(request lengths: --output-tokens)")
@@ -124,9 +124,14 @@ def run(a: argparse.Namespace) -> str:
     load = given(a, LOAD_FLAGS)
     if load:
         raise UsageError(f"{', '.join(load)} only go(es) with --rate")
-    hw = hardware_spec(a, number_flags=NUMBER_FLAGS)
+    traces = None
+    if a.hardware is not None and a.trace is not None:  # --hardware's timing, the traces' behaviour
+        if given(a, NUMBER_FLAGS):
+            raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS))}: behaviour comes from the traces (--trace)")
+        traces = read_traces(a.trace)
+    hw = hardware_spec(a, number_flags=NUMBER_FLAGS, traces=traces)
     if hw is not None or a.trace is not None:
-        return _simulated(a, hw)
+        return _simulated(a, hw, traces)
     if given(a, ("k1_max",)):
         raise UsageError("--k1-max only goes with --trace, --hardware or --rate")
     p = closed_plan(a)

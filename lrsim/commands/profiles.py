@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from . import HELP
 from .common import choice, nonnegative, positive_int
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("profiles", help="list the embedded latency profiles, or check and price given ones")
+    p = sub.add_parser("profiles", help=HELP["profiles"])
     p.add_argument("profiles", nargs="*", metavar="PROFILE",
                    help="profile names, files or model:DEVICE[:tpN][:DTYPE][:ENGINE]... (default: the embedded ones)")
     p.add_argument("--arch", help="price one forward pass of this architecture in each profile that has it (ms)")

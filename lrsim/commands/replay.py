@@ -8,6 +8,7 @@ import sys
 
 from ..errors import UsageError
 from ..modes import SIM_MODES
+from . import HELP
 from .common import (
     NUMBER_FLAGS,
     add_behaviour_args,
@@ -27,7 +28,7 @@ from .common import (
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("replay", help="predict the speedup of a configuration on a recorded workload")
+    p = sub.add_parser("replay", help=HELP["replay"])
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
     p.add_argument("--mode", type=choice(SIM_MODES), help="default: the first trace's mode")
@@ -61,13 +62,17 @@ def _setting(a: argparse.Namespace, rec=None):
 
 def run(a: argparse.Namespace) -> str:
     """Traces alone: their own behaviour and calibrated profile; with --hardware: the profile's timing and
-    behaviour from the traces or from --alpha1 and its numbers."""
+    behaviour from the traces (architectures not given: their header's models) or from --alpha1 and its numbers."""
     from ..prediction import format_prediction
     from ..trace import recorded_setting
 
-    hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"))
+    on_traces = a.hardware is not None and a.alpha1 is None  # --hardware's timing, the traces' behaviour
+    if on_traces and given(a, NUMBER_FLAGS + ("alpha2",)):
+        raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
+                         "give --alpha1 too, or leave them out to calibrate on traces")
+    traces = read_traces(a.traces) if on_traces else None
+    hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"), traces=traces)
     check_html(a)
-    traces = None
     kw = dict(steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
               progress=sys.stderr.isatty())
     if hw is None:
@@ -84,10 +89,6 @@ def run(a: argparse.Namespace) -> str:
     else:
         from ..compose import predict
 
-        if given(a, NUMBER_FLAGS + ("alpha2",)):
-            raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
-                             "give --alpha1 too, or leave them out to calibrate on traces")
-        traces = read_traces(a.traces)
         p = predict(traces, hw, _setting(a, recorded_setting(traces[0].header)), **kw)
     if a.html:
         from ..report_html import hardware_figures, prediction_figure, trace_figures

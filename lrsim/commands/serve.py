@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
 from ..modes import SIM_MODES
+from . import HELP
 from .common import (
     _number,
     add_hardware_args,
@@ -61,8 +61,7 @@ def add_load_args(p: argparse.ArgumentParser, plan: bool) -> None:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="event simulation of an LR serving deployment under load: TTFT, TPOT, e2e, "
-                                     "goodput, and the rate above which speculation stops paying")
+    p = sub.add_parser("serve", help=HELP["serve"])
     add_sim_args(p.add_argument_group("per-request decoding (as lrsim simulate)"), grid=False, skip=SERVE_SKIP)
     add_load_args(p, plan=False)
     add_hardware_args(p, verifier=False)  # --verifier-latency is the decoding group's
@@ -90,8 +89,21 @@ def run(a: argparse.Namespace) -> str:
     from ..serve.command import decode_config, serve
 
     traces = read_traces(a.trace) if a.trace is not None else None
-    hw = hardware_spec(a, need_draft=False, own=("verifier_latency", "prefill"))
-    if hw is not None and hw.colocated != "none":
-        raise UsageError("lrsim serve prices the draft and the verifier on devices of their own; a colocated "
-                         f"{hw.colocated} under load is not modelled yet (replay and plan model it for one request)")
-    return serve(a, *decode_config(a, sim_settings(a), traces, hw=hw), traces)
+    hw = hardware_spec(a, need_draft=False, own=("verifier_latency", "prefill"), traces=traces)
+
+    def html(rows: list, crosses: list, title: str, cfg) -> None:
+        """``--html``: latency against load with the crossovers, and the traces' or the profile's pass costs."""
+        import sys
+
+        from ..report_html import hardware_figures, serve_figure, trace_figures, write_page
+        from ..serve.report import format_rows
+
+        figs = [serve_figure(rows, crosses, title)]
+        if traces:
+            figs += trace_figures(traces)
+        elif cfg.hardware is not None:
+            figs += hardware_figures(cfg.hardware)
+        write_page(a.html, "lrsim serve: latency against load", format_rows(rows, crosses, title), figs)
+        print(f"lrsim: wrote {a.html} ({len(figs)} figures)", file=sys.stderr)
+
+    return serve(a, *decode_config(a, sim_settings(a), traces, hw=hw), traces, html=html)

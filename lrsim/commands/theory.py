@@ -4,50 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
+from ..format import format_plan
+from . import HELP
 from .common import add_html_arg, add_theory_args, check_html, positive_int, read_traces, write_html
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("theorems", help="check Theorems 1-4 and the SD ceiling")
+    p = sub.add_parser("theorems", help=HELP["theorems"])
     p.add_argument("--resolution", type=positive_int, default=14, help="grid values per axis (Thm 4: N^4 x 25 M values)")
     p.add_argument("--stages", type=positive_int, default=100_000, help="Monte Carlo stages per point (Thm 1/2)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("symbolic", help="derive the closed forms with sympy and compare with the seeds")
+    p = sub.add_parser("symbolic", help=HELP["symbolic"])
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("report", help="the main job: a plan on the given/default numbers plus the theorem report")
+    p = sub.add_parser("report", help=HELP["report"])
     add_theory_args(p)
     p.add_argument("--resolution", type=positive_int, default=10, help="theorem grid values per axis")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_html_arg(p)
-
-
-def format_plan(plan) -> str:
-    b, t, s = plan.best, plan.pure_token, plan.pure_step
-    lines = [
-        f"Lookahead Reasoning budget plan ({plan.mode}, M = {plan.budget})",
-        f"  step level:  alpha1 = {plan.alpha1:g}, c1 = {plan.c1:g}    "
-        f"token level: alpha2 = {plan.alpha2:g}, c2 = {plan.c2:g}",
-        f"  best split:        k1 = {b.k1:3d}, k2 = {b.k2:3d}  ->  {b.speedup:.3f}x  "
-        f"(f = {b.f:.3f}, g = {b.g:.3f}, {b.positions} of {plan.budget} positions)",
-        f"  pure token SD:     k1 =   1, k2 = {t.k2:3d}  ->  {t.speedup:.3f}x",
-        f"  pure LR:           k1 = {s.k1:3d}, k2 =   1  ->  {s.speedup:.3f}x",
-        f"  hybrid gain over the best pure method: {b.speedup / max(t.speedup, s.speedup):.3f}x",
-        "",
-        "  rank   k1   k2  positions   f(k1)   g(k2)   speedup",
-    ]
-    lines += [
-        f"  {i:4d} {c.k1:4d} {c.k2:4d} {c.positions:10d} {c.f:7.3f} {c.g:7.3f} {c.speedup:8.3f}x"
-        for i, c in enumerate(plan.top, 1)
-    ]
-    if plan.mode == "async":
-        lines.append(f"  (async: every k1 >= ceil(1/c1) = {math.ceil(1 / plan.c1 * (1 - 1e-9))} is equivalent; "
-                     "the smallest is shown)")
-    return "\n".join(lines)
 
 
 def closed_plan(a: argparse.Namespace):

@@ -20,8 +20,8 @@ from typing import Sequence
 
 from ..errors import InputError
 from ..fields import option
+from ..latency.profile import Profile
 from ..trace import Trace
-from .profile import Profile
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Calibration writes a profile: the recorded engine's pass costs from lr-traces, in the latency-profile format.
 
 Acceptance is behaviour (:mod:`lrsim.calibrate`); what a pass costs is
-timing, and here it becomes a :class:`~lrsim.cost.profile.Profile` like any
+timing, and here it becomes a :class:`~lrsim.latency.profile.Profile` like any
 measured one, so replaying traces is the same code path as ``--hardware``.
 
 **Setups.**  Passes recorded on different hardware shares are never pooled:
@@ -64,8 +64,9 @@ import numpy as np
 from scipy import optimize
 
 from ..errors import InputError
+from ..latency.profile import SETUP_MODES, ArchProfile, Profile, Provenance
 from ..trace import Trace, recorded_setting
-from .profile import ArchProfile, Profile, Provenance
+from .hardware import HardwareSpec
 
 GRID_BATCH = (1, 2, 4, 8, 16, 32, 64, 128)
 GRID_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
@@ -73,7 +74,6 @@ PASS_POSITIONS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 3
 PASS_BATCH = (1, 2, 3, 4, 6, 8, 12, 16)
 KNOTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 OUTLIER = 3.0  #: a pass this many times slower than its setup's fit is flagged (another process on the cores?)
-SETUP_MODES = ("ar", "sync", "async")
 
 
 @dataclass(frozen=True)
@@ -413,3 +413,16 @@ def _pure_profile(traces: Sequence[Trace], pure: dict, tname: str, dname: str, n
     return Profile(name, "wall", _provenance(traces, notes, command, "pure cost per pass fitted on pass records"),
                    archs, f"pass costs of {tname} (draft {dname}) fitted on {len(traces)} trace(s)' pass records",
                    setups, "unseen")
+
+
+def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> HardwareSpec:
+    """The :class:`~lrsim.cost.hardware.HardwareSpec` of the profile these traces calibrate (``alpha2``: the token
+    acceptance, for the draft's passes with token speculation; default: calibrated from the traces)."""
+    if alpha2 is None:
+        from ..calibrate import calibrate
+
+        alpha2 = calibrate(traces).alpha2
+    prof = profile_from_traces(traces, "traces", alpha2)
+    tname, dname = model_names(traces)
+    has_draft = any(n.startswith(dname + "@") for n in prof.archs)
+    return HardwareSpec(prof, tname, dname if has_draft else None)

@@ -1,7 +1,7 @@
 """One hardware spec for every command that prices passes: replay, plan, serve and plan --rate.
 
 A :class:`HardwareSpec` names a latency profile (an embedded name, a file,
-``model:DEVICE[:tpN][:DTYPE][:ENGINE]...``, or a :class:`~lrsim.cost.profile.Profile`
+``model:DEVICE[:tpN][:DTYPE][:ENGINE]...``, or a :class:`~lrsim.latency.profile.Profile`
 calibrated from traces), the target's and the draft's architectures in it, the one
 extrapolation policy, the verifier's cost, where the draft and the judge run
 (placement), and the assumptions the user states (tensor parallelism of a
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from ..dists import Dist
 from ..errors import InputError
 from ..fields import option
-from .interp import Extrapolation
+from ..latency.interp import Extrapolation
+from ..latency.profile import Profile
 from .library import MODEL_PREFIX, is_modelled, load_profile
-from .passcost import ProfileCost
-from .profile import Profile
+from .passcost import ProfileCost, cost_ratio
 
 ROLES = ("target", "draft")
-COLOCATED = "colocated"
+PLACE_COLOCATED = "colocated"  #: the placement keyword: on the target's device
 KV_DTYPES = ("fp8",)
 
 
@@ -118,7 +118,7 @@ class HardwareSpec:
 
     def _role_spec(self, given):
         """The profile spec a draft or judge runs on: given, 'colocated' / default on the target's device."""
-        if given is not None and given != COLOCATED:
+        if given is not None and given != PLACE_COLOCATED:
             return self._kv(given)
         if not is_modelled(self.profile) or isinstance(self.profile, Profile):
             return self.profile  # a measured profile: its own entries, as profiled
@@ -132,14 +132,14 @@ class HardwareSpec:
     def colocated(self) -> str:
         """Which roles share the target's device: 'none', 'draft', 'verifier' or 'draft+verifier'."""
         roles = [r for r, h in (("draft", self.draft_hardware), ("verifier", self.verifier_hardware))
-                 if h == COLOCATED]
+                 if h == PLACE_COLOCATED]
         return "+".join(roles) or "none"
 
     def placement(self, role: str) -> str:
         """Where ``role`` ('draft' or 'judge') runs, in words."""
         given = self.draft_hardware if role == "draft" else self.verifier_hardware
         spec = self.specs[role]
-        if given == COLOCATED:
+        if given == PLACE_COLOCATED:
             return f"colocated on the target's GPUs ({spec}, sharing their time)"
         if spec == self.specs["target"] and not is_modelled(spec):
             return f"the profile's {role} entries, on a device of its own"
@@ -176,6 +176,14 @@ class HardwareSpec:
         if self.draft_arch is None:
             return None
         return ProfileCost(self.profiles["draft"], self.entry(mode, "draft"), self.extrapolation)
+
+    def c1(self, mode: str, context: float = 0.0) -> float:
+        """``c1`` on ``mode``'s setup at ``context``: :func:`lrsim.cost.passcost.cost_ratio` of its draft and
+        (scaled) target, a decode pass at batch 1."""
+        draft = self.draft(mode)
+        if draft is None:
+            raise InputError("c1 needs a draft architecture (--draft-arch)")
+        return cost_ratio(draft, self.target(mode), context)
 
     @property
     def judge_profile(self) -> Profile:

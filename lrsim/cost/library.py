@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
-from .profile import Profile, read_profile
+from ..latency.profile import Profile, read_profile
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "data" / "profiles"
 MODEL_PREFIX = "model:"  #: ``model:DEVICE[:tpN][:DTYPE][:ENGINE]...``: a profile the GPU hardware model synthesizes

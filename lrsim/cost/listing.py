@@ -6,9 +6,9 @@ import json
 from typing import Sequence
 
 from ..errors import InputError
+from ..latency.profile import Profile
 from .library import embedded, load_profile
 from .passcost import ProfileCost, cost_ratio
-from .profile import Profile
 
 
 def _axes(a) -> str:

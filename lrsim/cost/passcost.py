@@ -9,7 +9,7 @@ for one pass over ``rows`` sequences, each computing ``positions`` new
 positions (1 = a decode step; ``q > 1``: ``q - 1`` speculated tokens to
 verify, or a prefill chunk) over KV caches of ``context`` tokens.  Its one
 implementation is :class:`ProfileCost`: an entry of a latency profile
-(:mod:`lrsim.cost.profile`), trilinear between the measured points and exact
+(:mod:`lrsim.latency.profile`), trilinear between the measured points and exact
 on them.  Profiles come from measurement (``lrref profile``, the H100 set),
 from traces (:mod:`lrsim.cost.fromtraces`), from the GPU hardware model
 (``model:DEVICE``) or from a number: :func:`constant` (the paper's "a batch
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 from ..errors import InputError
-from .interp import Extrapolation, check_policy
+from ..latency.interp import Extrapolation, check_policy
+from ..latency.profile import ArchProfile, Profile, Provenance
 from .library import load_profile
-from .profile import ArchProfile, Profile, Provenance
 
 GIVEN = Provenance(device="given", engine="a number or table given by the user", dtype="n/a", date="1970-01-01")
 

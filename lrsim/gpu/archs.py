@@ -1,12 +1,15 @@
 """Decoder architectures for the hardware model: shipped ``config.json`` copies, their aliases, any config file.
 
 The shipped copies live in ``lrsim/data/archs/NAME.json``, the same files
-``lrref`` builds its random-weight models from (``lrref/archs.py`` points
-there); here they are read as plain JSON, without torch.  :func:`load_arch`
-takes a shipped name, an alias (:data:`ALIASES`: Hugging Face repo ids and
-the DeepSeek-R1-Distill names whose every priced field matches a shipped
-file) or a path to any dense decoder's ``config.json`` (or the directory
-holding it).  Only the shapes a forward pass's cost depends on are kept:
+``lrref`` builds its random-weight models from; here they are read as plain
+JSON, without torch, by the one reader of architecture configs,
+:func:`read_arch` (the config's fields, its name and source, and its shapes;
+lrref takes the fields from it).  :func:`load_arch` (the shapes alone) and
+:func:`read_arch` take a shipped name, an alias (:data:`ALIASES`: Hugging
+Face repo ids and the DeepSeek-R1-Distill names whose every priced field
+matches a shipped file) or a path to any dense decoder's ``config.json`` (or
+the directory holding it); :func:`arch_for_model` finds the shipped
+architecture a trace header's model names.  Only the shapes a forward pass's cost depends on are kept:
 layers, hidden size, attention and KV heads, head dimension, MLP width,
 vocabulary, tied embeddings, biases (QKV, O, MLP), per-head q/k norms (Qwen3)
 and the maximum position.  Mixture-of-experts and multimodal configs are
@@ -220,12 +223,51 @@ def _config_name(d: dict, file: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", n).strip("-.") or "config"
 
 
+@dataclass(frozen=True)
+class ArchFile:
+    """An architecture config as read: its name, the ``config.json`` fields, where they came from, its shapes."""
+
+    name: str  #: the shipped name (an alias resolved), the name given, else the config's own (:func:`load_config`)
+    config: dict  #: the file's fields as read (``_source`` and any other ``_`` keys included)
+    path: Path  #: the file read
+    source: str  #: ``lrsim/data/archs/NAME.json`` for a shipped config, else the file's path
+    arch: ArchConfig  #: the shapes a pass's cost depends on (checked: a dense decoder with every field needed)
+
+
+def read_arch(spec: str, name: str | None = None) -> ArchFile:
+    """The one reader of architecture configs: a shipped name or alias (``lrsim/data/archs/NAME.json``), a
+    ``config.json`` or a directory holding one; ``name`` names it instead (lrref names a model directory after
+    itself).  Every config read is checked as :func:`from_config` checks it (a dense decoder, the fields it needs).
+
+    :raises InputError: unknown name (one line listing the shipped ones), or a config that cannot be read or is not
+        a dense decoder's.
+    """
+    spec = str(spec or "").strip()
+    n = canonical(spec) if spec else None
+    if spec and (spec.lower().endswith(".json") or n is None and is_config_path(spec)):
+        file, d = _read_config(spec)  # a shipped name or alias wins over a directory of that name (./NAME does not)
+        name, source = name or _config_name(d, file), str(file)
+    elif n is None:
+        raise InputError(f"unknown architecture {spec!r}: shipped are {', '.join(shipped())} (aliases: Hugging Face "
+                         "repo ids such as Qwen/Qwen3-8B, DeepSeek-R1-Distill names; or a config.json path)")
+    else:
+        file, source = ARCH_DIR / f"{n}.json", f"lrsim/data/archs/{n}.json"
+        d, name = json.loads(file.read_text(encoding="utf-8")), name or n
+    return ArchFile(name, d, file, source, from_config(name, d, source))
+
+
 def load_config(spec: str) -> ArchConfig:
     """The architecture of a ``config.json`` file, or of a directory holding one.
 
     :raises InputError: no such file, unreadable or invalid JSON, or not a dense decoder config (one line naming
         the file).
     """
+    file, d = _read_config(spec)
+    return from_config(_config_name(d, file), d, str(file))
+
+
+def _read_config(spec: str) -> tuple[Path, dict]:
+    """The file a config spec names (a ``config.json``, or a directory holding one) and its JSON object."""
     p = Path(spec).expanduser()
     file = p / "config.json" if p.is_dir() else p
     if p.is_dir() and not file.is_file():
@@ -238,21 +280,48 @@ def load_config(spec: str) -> ArchConfig:
         raise InputError(f"{file}: not valid JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(d, dict):
         raise InputError(f"{file}: not a decoder config (a JSON object expected)")
-    return from_config(_config_name(d, file), d, str(file))
+    return file, d
 
 
 def load_arch(name: str) -> ArchConfig:
-    """A shipped architecture by name or alias (the returned name is the shipped one), or a config file/directory.
+    """A shipped architecture by name or alias (the returned name is the shipped one), or a config file/directory
+    (:func:`read_arch`'s shapes).
 
     :raises InputError: unknown name (one line listing the shipped ones), or a config that cannot be read or is not
         a dense decoder's.
     """
-    spec = str(name or "").strip()
-    n = canonical(spec) if spec else None
-    if spec and (spec.lower().endswith(".json") or n is None and is_config_path(spec)):
-        return load_config(spec)  # a shipped name or alias wins over a directory of that name (./NAME does not)
-    if n is None:
-        raise InputError(f"unknown architecture {spec!r}: shipped are {', '.join(shipped())} (aliases: Hugging Face "
-                         "repo ids such as Qwen/Qwen3-8B, DeepSeek-R1-Distill names; or a config.json path)")
-    return from_config(n, json.loads((ARCH_DIR / f"{n}.json").read_text(encoding="utf-8")),
-                       f"lrsim/data/archs/{n}.json")
+    return read_arch(name).arch
+
+
+_QUANT = re.compile(r"[-.](i?q\d\w*|f16|bf16|f32|fp16|fp8|int[48]|awq|gptq)$", re.IGNORECASE)  # GGUF/quant suffixes
+
+
+def _repo_names() -> dict[str, str]:
+    """The repository part of each alias that is a Hugging Face repo id (``qwen2.5-coder-1.5b-instruct``) -> the
+    shipped name, where every alias with that repository part agrees."""
+    out: dict[str, str | None] = {}
+    for alias, n in ALIASES.items():
+        if "/" in alias:
+            repo = alias.rsplit("/", 1)[1]
+            out[repo] = n if out.get(repo, n) == n else None
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def arch_for_model(model: str | None) -> str | None:
+    """The architecture a model name or path stands for: a shipped name, an alias or Hugging Face repo id, a
+    repository's name (lrref's registry names, e.g. ``qwen2.5-coder-1.5b-instruct``) found in the text or in its
+    last two path parts (``~/.cache/lrref/NAME/model``, ``NAME-q4_k_m.gguf``); else a ``config.json`` (or a
+    directory holding one) that exists here, as given; else None.  What a trace header's ``models`` name."""
+    text = str(model or "").strip().replace("\\", "/").rstrip("/")
+    if not text:
+        return None
+    parts = [p for p in text.split("/") if p]
+    repos = _repo_names()
+    for c in [text, "/".join(parts[-2:])] + parts[::-1][:2]:
+        c = re.sub(r"\.gguf$", "", c, flags=re.IGNORECASE)
+        for x in (c, _QUANT.sub("", c)):
+            n = canonical(x) or repos.get(x.lower())
+            if n:
+                return n
+    p = Path(text).expanduser()
+    return text if (p / "config.json").is_file() or (p.suffix.lower() == ".json" and p.is_file()) else None

@@ -55,7 +55,7 @@ def synthesize_command(a: argparse.Namespace) -> str:
         raise UsageError(f"--tp must be >= 1, got {a.tp}")
     from dataclasses import replace
 
-    from ..cost.profile import write_profile
+    from ..latency.profile import write_profile
 
     m = parse_spec(a.synthesize)
     spec = a.synthesize.lower().split(":")[1:]

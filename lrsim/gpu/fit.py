@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..cost.profile import Profile, read_profile
+from ..latency.profile import Profile, read_profile
 from .archs import load_arch
 from .devices import get_device
 from .model import Efficiencies, Setup, forward_s

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cost.profile import ArchProfile, Prefill, Profile, Provenance
+from ..latency.profile import ArchProfile, Prefill, Profile, Provenance
 from ..errors import InputError
 from .archs import ArchConfig, load_arch, shipped
 from .devices import DeviceSpec, get_device

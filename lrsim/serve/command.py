@@ -7,10 +7,9 @@ from dataclasses import replace
 from typing import Sequence
 
 from ..cost.hardware import HardwareSpec
-from ..dists import Constant
 from ..errors import InputError
 from ..sim import SimConfig
-from .arrivals import file_rate, read_arrivals
+from .arrivals import read_arrivals
 from .config import ServeConfig, check_mode, check_rate
 
 WORKLOAD = ("requests", "arrival", "arrival_cv", "prompt_tokens", "output_tokens")
@@ -98,13 +97,14 @@ def decode_config(a: argparse.Namespace, settings: dict, traces: list | None, k2
 
 
 def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | None = None,
-          traces: list | None = None) -> str:
-    """Run ``lrsim serve``: the grid, then the table/JSON, ``--out`` and ``--figure``."""
+          traces: list | None = None, html=None) -> str:
+    """Run ``lrsim serve``: the grid, then the table/JSON, ``--out`` and ``--figure``; ``html(rows, crosses,
+    title, cfg)`` writes ``--html``'s page (the command layer's: serve does not draw pages itself)."""
     from ..plots import save_figure
     from ..sweep import check_output, write_rows
     from .crossover import crossovers
     from .grid import check_grid, serve_grid
-    from .report import figure, format_rows, json_rows
+    from .report import figure, format_rows, json_rows, serve_title
 
     cfg = build_config(a, decode, hardware, traces)
     modes, (rates, key) = serve_modes(a, decode.k2), parse_loads(a)
@@ -119,40 +119,12 @@ def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | Non
             check_writable(path)
     rows, per_run = serve_grid(cfg, modes, rates, a.workers, a.scheduler, progress=not a.no_progress, key=key)
     crosses = crossovers(per_run, modes, key=key) if "ar" in modes and len(rates) > 1 else []
-    title = _title(cfg, key)
+    title = serve_title(cfg, key)
     if out is not None:
         write_rows(rows, out)
     if a.figure:
         save_figure(figure(rows, crosses, title), a.figure)
-    if getattr(a, "html", None):
-        _html(a, rows, crosses, title, cfg, traces)
+    if getattr(a, "html", None) and html is not None:
+        html(rows, crosses, title, cfg)
     return json_rows(rows, crosses) if a.json else format_rows(rows, crosses, title)
 
-
-def _html(a: argparse.Namespace, rows: list, crosses: list, title: str, cfg: ServeConfig,
-          traces: list | None) -> None:
-    """``--html``: latency against load with the crossovers, and the traces' or the profile's pass costs."""
-    import sys
-
-    from ..report_html import hardware_figures, serve_figure, trace_figures, write_page
-    from .report import format_rows
-
-    figs = [serve_figure(rows, crosses, title)]
-    if traces:
-        figs += trace_figures(traces)
-    elif cfg.hardware is not None:
-        figs += hardware_figures(cfg.hardware)
-    write_page(a.html, "lrsim serve: latency against load", format_rows(rows, crosses, title), figs)
-    print(f"lrsim: wrote {a.html} ({len(figs)} figures)", file=sys.stderr)
-
-
-def _title(cfg: ServeConfig, key: str) -> str:
-    d = cfg.decode
-    hw = cfg.hardware
-    lat = f"profile {hw.name} ({hw.target_arch}/{hw.draft_arch or 'c1'})" if hw else "latency model"
-    src = f"arrivals file (mean rate {file_rate(cfg) or 0:.3g}/s)" if cfg.trace_arrivals else f"{cfg.arrival} arrivals"
-    src = "closed loop (N concurrent clients)" if key == "concurrency" else src
-    out = "traces" if cfg.pairs else (f"{cfg.output_tokens.mean:g}" if isinstance(cfg.output_tokens, Constant)
-                                      else f"mean {cfg.output_tokens.mean:g}")
-    return (f"LR serving: alpha1={d.alpha1:g}, c1={d.c1:g}, k1={d.k1}, alpha2={d.alpha2:g}, k2={d.k2}, {lat}, {src}, "
-            f"{cfg.requests} requests x {cfg.replications} replications, output tokens {out}")

@@ -18,10 +18,10 @@ from ..cost.hardware import HardwareSpec
 from ..dists import Constant, Dist
 from ..errors import InputError
 from ..fields import option
+from ..modes import DECODE_MODES, SIM_MODE
 from ..sim import SimConfig
 
-SERVE_MODES = ("ar", "sd", "lr-sync", "lr-async")  #: target only, token SD, LR Algorithm 1, pipelined LR
-SIM_MODE = {"ar": "ar", "sd": "ar", "lr-sync": "sync", "lr-async": "async"}  #: serve mode -> simulator mode
+SERVE_MODES = DECODE_MODES  #: target only, token SD, LR Algorithm 1, pipelined LR (lrsim.modes)
 ARRIVALS = ("poisson", "gamma")
 MAX_NUM_SEQS = 128  # vllm SchedulerConfig.DEFAULT_MAX_NUM_SEQS
 MAX_NUM_BATCHED_TOKENS = 2048  # vllm SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -138,6 +138,8 @@ def mode_config(cfg: ServeConfig, mode: str, seed: int = 0) -> SimConfig:
         return sim
     kw = {"target_latency": hw.target(sim.mode), "draft_latency": hw.draft(sim.mode) or sim.draft_latency,
           "prefill": hw.kv_prefill if hw.prefill or hw.loaded.prefill else sim.prefill}
+    if hw.colocated != "none":  # the hardware's placement (a judge's calls are the verifier's)
+        kw["colocated"] = hw.colocated
     if hw.verifier_latency is not None:
         kw["verifier_latency"] = hw.verifier_latency
     return replace(sim, **kw)

@@ -90,6 +90,10 @@ class BatchEngine:
         self.due = math.inf  # when the live wake-up is due (SimPy's now + delay)
         self.deferred = False
         self.stats = EngineStats()
+        self.partner: BatchEngine | None = None  # another engine on this device (a colocated drafter)
+        self.own_d = 0.0  # seconds per iteration of this engine's own batch (d without the partner's share)
+        self.stalled_until = -math.inf  # the device runs a colocated verifier's passes until then
+        self.credit = 0.0  # seconds of an interrupted iteration already run (a stall resumes it)
 
     # -- what schedulers call
 
@@ -136,6 +140,41 @@ class BatchEngine:
     @property
     def busy(self) -> bool:
         return bool(self.decode or self.prefill or self.leaving)
+
+    # -- sharing the device (colocated roles)
+
+    def share_with(self, other: BatchEngine) -> None:
+        """Put ``other`` on this engine's device: while both run, they take turns an iteration each, so each
+        iteration of either lasts its own time plus the other's (kernels of two engines on one GPU add up)."""
+        self.partner, other.partner = other, self
+
+    def stall(self, now: float, seconds: float) -> float:
+        """Another role runs ``seconds`` of passes on this device from ``now`` (after the stalls already queued):
+        this engine's clock stops meanwhile (kernels of two processes on one GPU take turns; their times add up,
+        and the iteration in progress keeps what it had done).  Returns when the other role's passes end."""
+        start = max(now, self.stalled_until)
+        self.stalled_until = start + seconds
+        if not self.busy or self.deferred or self.d <= 0:
+            return self.stalled_until  # the next segment starts after it (_plan)
+        if self.t0 > now:  # already waiting for an earlier stall: this one queues after it
+            self.t0 += seconds
+            self._schedule(self.t0 + self.n * self.d)
+            return self.stalled_until
+        k = min(math.floor((now - self.t0) / self.d + TOL), self.n)  # whole iterations done
+        b = self.t0 + k * self.d
+        self._close_segment(k, b)
+        self.credit = now - b  # what the iteration in progress had done: it resumes, not restarts
+        self._settle_all(now)
+        return self.stalled_until
+
+    def partner_changed(self) -> None:
+        """The partner's batch changed: reprice from the next iteration boundary (at once if idle)."""
+        if not self.busy or self.deferred or self.d <= 0:
+            return
+        k = math.ceil((self.env.now - self.t0) / self.d - TOL)
+        if 0 <= k < self.n:
+            self.n = k
+            self._schedule(self.t0 + k * self.d)
 
     # -- the work clock
 
@@ -204,7 +243,7 @@ class BatchEngine:
     def _close_segment(self, k: int, now: float) -> None:
         """``k`` iterations of the current segment ran: book them, advance prefills, move the clock."""
         st = self.stats
-        st.busy += k * self.d
+        st.busy += k * self.own_d  # this engine's own time (a colocated partner's share is the partner's)
         st.iterations += k
         st.row_iters += k * self.rows
         st.positions += k * self.pos
@@ -292,9 +331,14 @@ class BatchEngine:
         """Price the batch as it is now and schedule the end of the segment (the next change)."""
         self.token += 1  # any live wake-up is stale
         self.due = math.inf
+        now = max(now, self.stalled_until - self.credit)  # a colocated verifier holds the device until then
+        self.credit = 0.0
         self.t0 = now
         if not (self.decode or self.prefill):
-            self.n, self.d, self.rows, self.pos = 0, 0.0, 0, 0.0
+            was = self.own_d
+            self.n, self.d, self.rows, self.pos, self.own_d = 0, 0.0, 0, 0.0, 0.0
+            if was and self.partner is not None:
+                self.partner.partner_changed()
             return
         w = self.work
         rows, pos, ctx, n = len(self.decode), 0.0, 0.0, self.reprice
@@ -318,6 +362,10 @@ class BatchEngine:
                     n = min(n, math.ceil(r.prefill / c) - 1)  # until its last chunk
         self.rows, self.pos = rows, pos
         self.stats.peak = max(self.stats.peak, rows)
-        self.d = self.price(rows, pos, ctx / rows)
+        was, self.own_d = self.own_d, self.price(rows, pos, ctx / rows)
+        share = self.partner.own_d if self.partner is not None and self.partner.busy else 0.0
+        self.d = self.own_d + share  # a colocated partner's iteration in between each of ours
         self.n = int(max(1, n))
         self._schedule(now + self.n * self.d)
+        if self.partner is not None and was != self.own_d:
+            self.partner.partner_changed()

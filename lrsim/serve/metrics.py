@@ -27,7 +27,8 @@ starts before the system is steady.  **Little's law** is checked on it:
 the time-average number of requests in the system (all requests, clipped to
 the window) against ``rate x mean e2e`` of the measured requests.
 **Intervals** are Student-t intervals over replications (each replication one
-independent run: its own arrivals, lengths and decoding streams).
+independent run: its own arrivals, lengths and decoding streams), truncated to the
+quantity's range (``SHARES`` in [0, 1], every other metric >= 0).
 """
 
 from __future__ import annotations
@@ -138,8 +139,15 @@ def _engine_metrics(out: RunOutcome, r: dict, span: float) -> dict:
     return m
 
 
-def t_interval(values: list[float]) -> tuple[float, float | None, float | None]:
-    """Mean and 95% Student-t interval of independent replications (no interval from fewer than two)."""
+#: metrics that are shares of something, in [0, 1]; every other metric is a time, a rate or a count, >= 0
+SHARES = ("slo_attainment", "warmup_covers_sojourn", "target_utilisation", "draft_utilisation",
+          "wasted_target_tokens", "wasted_target_iterations", "acceptance_rate")
+
+
+def t_interval(values: list[float], lo: float = 0.0, hi: float = math.inf) -> tuple[float, float | None, float | None]:
+    """Mean and 95% Student-t interval of independent replications (no interval from fewer than two), truncated to
+    the quantity's range ``[lo, hi]``: a throughput's interval never reaches below 0, a share's never above 1 (with
+    two replications the t quantile is 12.7, so the symmetric interval alone would)."""
     x = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
     if len(x) == 0:
         return float("nan"), None, None
@@ -149,7 +157,7 @@ def t_interval(values: list[float]) -> tuple[float, float | None, float | None]:
     from scipy.special import stdtrit
 
     half = float(stdtrit(len(x) - 1, 0.975)) * float(x.std(ddof=1)) / math.sqrt(len(x))  # t_{.975,R-1} s / sqrt(R)
-    return mean, mean - half, mean + half
+    return mean, max(lo, mean - half), min(hi, mean + half)
 
 
 def combine(per_run: list[dict]) -> dict:
@@ -157,7 +165,8 @@ def combine(per_run: list[dict]) -> dict:
     row: dict = {}
     for key in per_run[0]:
         vals = [m[key] for m in per_run]
-        mean, lo, hi = (None, None, None) if all(v is None for v in vals) else t_interval(vals)
+        bounds = (0.0, 1.0) if key in SHARES else (0.0, math.inf)
+        mean, lo, hi = (None, None, None) if all(v is None for v in vals) else t_interval(vals, *bounds)
         row[key] = mean
         if key not in ("events", "wall_seconds", "events_per_second", "running_peak", "queue_peak"):
             row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi

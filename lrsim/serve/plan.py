@@ -21,11 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from ..errors import InputError
+from ..modes import LR_DECODE_MODES
 from .config import ServeConfig
 from .grid import preflight, run_task
 from .metrics import combine
 
-LR = ("lr-sync", "lr-async")
+LR = LR_DECODE_MODES
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,27 @@ from typing import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..dists import Constant
+from .arrivals import file_rate
 from .crossover import describe
 
 PANELS = (("tpot_mean", "mean time per output token (ms)", 1000.0), ("e2e_p50", "median end-to-end latency (s)", 1.0),
           ("goodput", "goodput (requests/s meeting the SLO)", 1.0))
 COLORS = {"ar": "#4c78a8", "sd": "#f58518", "lr-sync": "#54a24b", "lr-async": "#e45756"}
+
+
+def serve_title(cfg, key: str) -> str:
+    """The title of a serving table (``lrsim serve``, :func:`lrsim.simulate_serving`): the decoding, the latency
+    model, the arrivals (``key``: 'rate' or 'concurrency'), the requests."""
+    d = cfg.decode
+    hw = cfg.hardware
+    lat = f"profile {hw.name} ({hw.target_arch}/{hw.draft_arch or 'c1'})" if hw else "latency model"
+    src = f"arrivals file (mean rate {file_rate(cfg) or 0:.3g}/s)" if cfg.trace_arrivals else f"{cfg.arrival} arrivals"
+    src = "closed loop (N concurrent clients)" if key == "concurrency" else src
+    out = "traces" if cfg.pairs else (f"{cfg.output_tokens.mean:g}" if isinstance(cfg.output_tokens, Constant)
+                                      else f"mean {cfg.output_tokens.mean:g}")
+    return (f"LR serving: alpha1={d.alpha1:g}, c1={d.c1:g}, k1={d.k1}, alpha2={d.alpha2:g}, k2={d.k2}, {lat}, {src}, "
+            f"{cfg.requests} requests x {cfg.replications} replications, output tokens {out}")
 
 
 def _ci(row: dict, key: str, scale: float = 1.0, fmt: str = ".3g") -> str:

@@ -48,6 +48,7 @@ class World:
     verifier: Verifier
     admission: Admission
     done: list  #: a record (:data:`RECORD`) per finished request, in order of finishing
+    colocated: str = "none"  #: roles on the target's device (:attr:`lrsim.sim.SimConfig.colocated`)
 
 
 RECORD = ("arrival", "admitted", "first_token", "end", "prompt", "output", "accepted", "decisive", "steps", "seed")
@@ -107,7 +108,15 @@ class Served:
         return ev, rec
 
     def verify(self, seconds: float, now: float) -> simpy.Event:
-        return self.world.verifier.call(seconds)
+        w = self.world
+        if "verifier" not in w.colocated:
+            return w.verifier.call(seconds)
+        end = w.target.stall(now, seconds)  # on the target's device: the engines there wait for it
+        if w.drafter is not None:
+            end = max(end, w.drafter.stall(now, seconds))
+        ev = simpy.Timeout(self.env, end - now)
+        ev.t = end
+        return ev
 
     def abandon(self, record: list) -> None:
         row = self.draft_row

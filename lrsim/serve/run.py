@@ -77,7 +77,9 @@ def build_world(cfg: ServeConfig, mode: str) -> tuple[World, object]:
         check_pricer(draft_price, "draft", cfg.max_num_seqs, (1.0, dq), mean_prompt(cfg))
         drafter = BatchEngine(env, draft_price, cfg.max_num_batched_tokens, cfg.reprice, cfg.max_num_seqs)
     adm = Admission(env, cfg.max_num_seqs, cfg.kv_capacity_tokens)
-    return World(env, cfg, target, drafter, Verifier(env, cfg.verifier_slots), adm, []), sim
+    if drafter is not None and "draft" in sim.colocated:
+        target.share_with(drafter)  # one device: the two engines take turns
+    return World(env, cfg, target, drafter, Verifier(env, cfg.verifier_slots), adm, [], sim.colocated), sim
 
 
 def _arrivals(world: World, specs: list[RequestSpec], sim):

@@ -12,13 +12,12 @@ from ..cost.passcost import PassCost, cost_from_dict
 from ..dists import Constant, Dist, Empirical, LogNormal, Uniform, dist_from_dict
 from ..errors import InputError
 from ..fields import option
-from ..modes import SIM_MODES, VERIFY_CALLS
+from ..modes import COLOCATED, SIM_MODES, VERIFY_CALLS
 
 MODES = SIM_MODES
 TOKEN_MODELS = ("sampled", "mean")
 JOINS = ("iteration", "immediate")
 PREFILLS = ("none", "last", "unseen")
-COLOCATED = ("none", "draft", "verifier", "draft+verifier")
 ENGINES = ("auto", "des", "renewal")
 MAX_DRAFT_BATCH = 4096
 STEP_TOKENS = 52  # default step length: ~52 tokens per step measured in MEASUREMENTS.md
@@ -75,8 +74,9 @@ class SimConfig:
                                            "the earlier row wrote (as far as that row has written); None: 0")
     overlap_rejected: Dist | None = option("the same when the draft is rejected")
     colocated: str = option("roles that share the target's device: 'none' (each on devices of its own, the paper's "
-                            "deployment), 'draft', 'verifier' or 'draft+verifier': while such a role runs a pass the "
-                            "target's iterations stall (event engine; sync never overlaps them anyway)", "none")
+                            "deployment), 'draft', 'verifier' or 'draft+verifier': they take turns with the target "
+                            "pass by pass (a draft pass waits for the target's iteration in progress, the target "
+                            "for the draft's passes and the verifier's calls; event engine)", "none")
     draft_sd: bool = option("the drafter uses the same token-level SD inside its steps (paper's h = f g)", True)
     token_model: str = option("token SD passes: 'sampled' (geometric per pass) or 'mean' (L / E[tokens per pass])",
                               "sampled")

@@ -102,8 +102,10 @@ class EventRun:
         """
         d, lens, b = self.work.draft(depth, cap, self.catchup)
         self.catchup = 0
-        if "draft" in self.shares:  # on the target's device: the two take turns (the target stalls meanwhile)
-            d = self.srv.stall(now, d) - now
+        if "draft" in self.shares:  # on the target's device, the two take turns pass by pass:
+            busy = bool(self.srv.jobs)  # the target waits for the draft's passes, each draft pass for an iteration
+            turns = d / self.work.draft_pass[1] * self.srv.d if busy and self.work.draft_pass[1] > 0 else 0.0
+            d = self.srv.stall(now, d) + turns - now
         ev = Timeout(self.env, d)
         ev.t = now + d  # when it fires (SimPy's own sum)
         return ev, [now, ev.t, lens, b, False]

@@ -1,0 +1,275 @@
+"""The decoder: runs requests in one mode (``ar``, ``sd``, ``lr-sync``, ``lr-async``) and writes the trace.
+
+All modes commit whole steps (:mod:`lrref.backends.steps`) and write one trace record
+per drafted candidate and per target-only step (:mod:`lrref.decode.rows`).  ``ar``/``sd``
+is one target step per cycle (here), ``lr-sync`` one :class:`lrref.decode.lr_sync.SyncCycle`
+per cycle, ``lr-async`` one :class:`lrref.decode.lr_async.AsyncPipeline` per request.
+ar/sd and lr-sync are job generators (:mod:`lrref.decode.jobs`): :meth:`Decoder.run`
+decodes one request, :meth:`Decoder.run_many` several at once whose steps share
+batches (:mod:`lrref.decode.closed_loop`).
+
+Lossless property: with greedy decoding and a verifier that accepts only
+token-identical steps (``exact`` with ``normalize=False``), every committed
+step is the target's own greedy step from the same prefix, so LR reproduces
+``ar`` token for token (given numerics that do not depend on batch shape).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from lrsim.errors import InputError
+from lrsim.modes import lookahead_schedule
+from lrsim.trace import Header, RequestRecord, TraceWriter
+
+from ..answers import extract_answer, is_correct
+from ..backends.base import Backend, StepRequest
+from ..backends.passes import PassLog, attached
+from ..config import ASYNC_CONCURRENCY, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
+from ..host.cpu import hardware_facts, resolve_dtype
+from ..verify.verifiers import Verifier
+from .closed_loop import ClosedLoop
+from .draft_worker import DraftWorker
+from .jobs import DRAFT, TARGET, Job, Lane, Steps, run_direct
+from .lr_async import AsyncPipeline
+from .lr_sync import SyncCycle
+from .request import Committed, Request, Result
+from .rows import Rows
+from .seed import step_seed
+
+__all__ = ["BASE_MODES", "DEFAULT_SYSTEM", "LR_MODES", "MODES", "MODE_HELP", "Committed", "DecodeConfig", "Decoder",
+           "Result", "ar_step", "make_header", "parse_mode"]
+
+
+class Decoder:
+    """Runs requests in one mode and writes the trace.
+
+    :param target: target backend (HF, vLLM or llama.cpp).
+    :param draft: draft backend (lr-sync; lr-async starts a draft process from ``draft_path`` instead).
+    :param verifier: step verifier (lr modes).
+    :param draft_dtype: dtype of lr-async's draft process (default: ``cfg.dtype``, ``auto`` resolved here).
+    :param draft_kind: backend of lr-async's draft process (:data:`lrref.decode.draft_worker.DRAFT_KINDS`).
+    :param draft_random: lr-async's draft process builds random weights
+        (:meth:`lrref.backends.random_weights.RandomWeights.model`) instead of loading ``draft_path``.
+    :raises InputError: a mode without the draft or verifier it needs.
+    :raises lrref.decode.draft_worker.WorkerError: lr-async's draft process did not start.
+    """
+
+    def __init__(self, cfg: DecodeConfig, target: Backend, draft: Backend | None = None,
+                 verifier: Verifier | None = None, trace: TraceWriter | None = None, draft_path: str | None = None,
+                 draft_dtype: str | None = None, draft_kind: str = "hf", draft_random: dict | None = None):
+        self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
+        self.clock = trace.now if trace else _Clock()
+        self.worker: DraftWorker | None = None
+        if cfg.is_lr and verifier is None:
+            raise InputError(f"mode {cfg.mode} needs a verifier")
+        if cfg.base == "lr-sync" and draft is None:
+            raise InputError("lr-sync needs a draft backend")
+        if cfg.base == "lr-async":
+            if not draft_path:
+                raise InputError("lr-async needs the draft model path (it runs in its own process)")
+            t0 = trace.t0 if trace else self.clock.t0
+            self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
+                                      cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
+                                      kind=draft_kind, device=cfg.draft_on, random=draft_random)
+
+    def close(self) -> None:
+        """Stop the draft process (lr-async)."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+    def _set_threads(self) -> None:
+        """Every in-process model computes on the main process's threads of this mode (``cfg.main_threads``)."""
+        for be in (self.target, self.draft):
+            if be is not None:
+                be.set_threads(self.cfg.main_threads)
+
+    @property
+    def lanes(self) -> dict[str, Lane]:
+        """The target lane, and the draft lane when the draft runs in this process (lr-sync)."""
+        cfg = self.cfg
+        out = {TARGET: Lane(self.target, cfg.sampling, cfg.ngram_cfg)}
+        if self.draft is not None:
+            out[DRAFT] = Lane(self.draft, cfg.draft_sampling, cfg.draft_ngram_cfg)
+        return out
+
+    def run(self, request: int, prompt_ids: Sequence[int], answer_ref: str | None = None) -> Result:
+        """Decode one request (prompt token ids) to EOS or the token cap; ``answer_ref``: the reference answer
+        (normalised, :func:`lrref.answers.gold_answer`) its trace record's ``correct`` is checked against."""
+        w0 = time.perf_counter()
+        fwd0 = _forward_s(self.target), _forward_s(self.draft)
+        req = self._start(request, prompt_ids)
+        self._set_threads()
+        with attached(self._pass_logs()):
+            if self.cfg.base == "lr-async":
+                req.res.draft_overlapped = True
+                AsyncPipeline(req, self.worker).run()
+            else:
+                run_direct(request_steps(req), self.lanes, self.clock)
+        res = req.res
+        res.wall_s = time.perf_counter() - w0
+        res.target_s += _forward_s(self.target) - fwd0[0] - res.verify_target_s  # the judge's passes are verify_s
+        res.draft_s += _forward_s(self.draft) - fwd0[1]
+        return self._finish(req, answer_ref)
+
+    def run_many(self, prompts: Sequence[tuple[int, Sequence[int]]], concurrency: int,
+                 done: Callable[[int, Result], None] | None = None,
+                 refs: dict[int, str | None] | None = None) -> list[Result]:
+        """Decode ``(request, prompt ids)`` pairs ``concurrency`` at a time, in a closed loop.
+
+        The next request starts as soon as one ends; the target steps of all requests in flight share one
+        running batch (and lr-sync's drafts one draft batch): :class:`lrref.decode.closed_loop.ClosedLoop`.  Each
+        result's ``wall_s`` is its latency; model time is shared among the requests of every pass by rows.
+
+        :param done: called with each request's index and result as it ends.
+        :param refs: request -> reference answer (as :meth:`run`'s ``answer_ref``).
+        :raises InputError: lr-async (its draft process serves one chain at a time).
+        """
+        if self.cfg.base == "lr-async":
+            raise InputError(ASYNC_CONCURRENCY)
+        self._set_threads()
+        results: dict[int, Result] = {}
+
+        def finish(req: Request) -> None:
+            req.res.wall_s = self.clock() - req.res.start
+            results[req.index] = self._finish(req, (refs or {}).get(req.index))
+            if done is not None:
+                done(req.index, results[req.index])
+
+        def start(i: int, ids: Sequence[int]) -> tuple[Request, Steps]:
+            req = self._start(i, ids)
+            return req, request_steps(req)
+
+        with attached(self._pass_logs()):
+            ClosedLoop(self.lanes, self.clock, concurrency).run((start(i, ids) for i, ids in prompts), finish)
+        return [results[i] for i, _ in prompts]
+
+    def _pass_logs(self) -> dict:
+        """``{model: PassLog}`` of this decoder's trace: the target, the draft (here or in the draft process), and
+        a verifier's own scoring model (the target judging reports its prompts as ``'verifier'`` itself)."""
+        if self.trace is None:
+            return {}
+        t0, write = self.trace.t0, self.trace.write_pass
+        lm = getattr(self.verifier, "lm", None)  # first: a model that is also the target gets the target's log
+        logs = {} if lm is None else {lm: PassLog(write, "verifier", t0)}
+        for be, name in ((self.target, "target"), (self.draft, "draft"), (self.worker, "draft")):
+            if be is not None:
+                logs.pop(be, None)
+                logs[be] = PassLog(write, name, t0)
+        return logs
+
+    def _start(self, request: int, prompt_ids: Sequence[int]) -> Request:
+        """A new request, started now."""
+        req = Request(self.cfg, self.target, self.verifier, self.clock, Rows(self.trace, request, self.cfg.log_text),
+                      request, list(prompt_ids))
+        req.res.start = self.clock()
+        return req
+
+    def _finish(self, req: Request, answer_ref: str | None = None) -> Result:
+        """Decode the request's text and write its trace record (with the text's final answer, and whether it
+        is right when a reference is given)."""
+        res = req.res
+        res.text = self.target.decode(res.ids)
+        res.end = self.clock()
+        res.answer = extract_answer(res.text)
+        res.correct = is_correct(res.answer, answer_ref)
+        if self.trace:
+            self.trace.request(RequestRecord(
+                request=req.index, start=res.start, end=res.end, prompt_tokens=len(req.prompt),
+                output_tokens=len(res.ids), steps=len(res.steps), accepted_steps=res.accepted_steps, finish=res.finish,
+                first_step=res.first_step, text=res.text if self.cfg.log_text else None, answer=res.answer,
+                correct=res.correct))
+        return res
+
+
+def request_steps(req: Request) -> Steps:
+    """ar/sd steps or lr-sync cycles until EOS or the token cap (a job generator, :mod:`lrref.decode.jobs`)."""
+    cycle = 0
+    while req.left > 0:
+        if req.cfg.base == "ar":
+            done = yield from ar_step(req, cycle)
+        else:
+            done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
+        cycle += 1
+        if done:
+            req.res.finish = "eos"
+            break
+    return req.res.finish == "eos"
+
+
+def ar_step(req: Request, cycle: int) -> Steps:
+    """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; returns True at EOS."""
+    cfg = req.cfg
+    cap = min(cfg.max_step_tokens, req.left)
+    t = (yield Job(TARGET, [StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1),
+                                        req.index)]))[0]
+    req.count_target(t)
+    req.rows.write(cycle, 0, target=t, committed="target")
+    return req.commit(t, "target")
+
+
+class _Clock:
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+def _forward_s(be: Backend | None) -> float:
+    return be.stats.forward_s if be is not None else 0.0
+
+
+def _torch_threads() -> int | None:
+    """torch's intra-op threads in this process; None where torch is not loaded (the llama.cpp backend needs none)."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | None, notes: str | None = None,
+                backend_info: dict | None = None, random_weights: dict | None = None) -> Header:
+    """Trace header with the full config (and its help), models, backend and machine facts.
+
+    ``hardware`` has the CPU model and its relevant flags, the dtype ``cfg.dtype`` resolves to, the
+    target's torch threads (:func:`lrref.host.cpu.hardware_facts`) and the devices (with the GPU's name on CUDA).
+    ``backend_info`` (the llama.cpp backend's binding, version, threads and GGUF quantisation) goes to
+    ``config.backend_info``; its ``dtype`` replaces the resolved ``cfg.dtype`` in ``hardware`` (GGUF weights
+    are quantised: ``--dtype`` does not apply).
+
+    :param random_weights: the models have random weights (:meth:`lrref.backends.random_weights.RandomWeights.header`):
+        recorded as ``config.random_weights``.
+    """
+    import os
+
+    from lrsim.trace import Setting, machine_facts
+
+    threads = cfg.target_threads if cfg.base == "lr-async" else cfg.threads
+    torch = sys.modules.get("torch")  # not loaded by the llama.cpp backend
+    gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if torch and cfg.device.startswith("cuda") else None
+    dtype = (backend_info or {}).get("dtype") or resolve_dtype(cfg.dtype, cfg.device)
+    hw = machine_facts() | {"torch_threads": _torch_threads(), "device": cfg.device, "draft_device": cfg.draft_on,
+                            "gpu": gpu, "loadavg_start": list(os.getloadavg())} | hardware_facts(dtype, threads)
+    conf = cfg.trace_config()
+    if verifier:
+        conf["verifier"] = verifier
+    if backend_info:
+        conf["backend_info"] = backend_info
+    if random_weights:
+        conf["random_weights"] = random_weights
+    # the run in lrsim's terms (lrsim.modes.lookahead_schedule: gamma -> k1, how the verifier is called);
+    # lr-async's target runs on target_threads (the draft process has the rest)
+    s = lookahead_schedule(cfg.base, cfg.gamma)
+    setting = Setting(s.mode, s.k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if s.mode != "ar" else 1,
+                      s.verify_calls, hardware_label(cfg, gpu), cfg.concurrency)
+    return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
+                  backend=backend, hardware=hw, notes=notes)
+
+
+def hardware_label(cfg: DecodeConfig, gpu: str | None = None) -> str:
+    """The setting's hardware share: ``threads=N`` of the target on a CPU, ``gpu=NAME`` on CUDA (the GPU's name)."""
+    if gpu is not None:
+        return f"gpu={gpu}"
+    return f"threads={cfg.target_threads if cfg.base == 'lr-async' else cfg.threads}"

@@ -1,0 +1,1 @@
+"""Step verifiers (does a draft step mean the same as the target's?) and the numbers a step states."""
