@@ -26,13 +26,20 @@ import os
 import time
 
 
-def _setup(dtype: str, prefix_cache: bool = True):
-    from lrref import models
-    from lrref.backends.hf import HFBackend
+def _session(dtype: str, modes: tuple[str, ...], max_tokens: int, verifier: dict):
+    """The default Qwen pair on the hf backend, two threads, gamma 3, 64-token steps (lrref.Session)."""
+    from lrref import Session
 
-    t = HFBackend(models.resolve(models.DEFAULT_TARGET), dtype=dtype, threads=2, prefix_cache=prefix_cache)
-    d = HFBackend(models.resolve(models.DEFAULT_DRAFT), dtype=dtype, threads=2, prefix_cache=prefix_cache)
-    return t, d
+    return Session(backend="hf", dtype=dtype, threads=2, modes=modes, gamma=3, max_step_tokens=64,
+                   max_tokens=max_tokens, **verifier)
+
+
+def _no_prefix_cache(be) -> None:
+    """The hf backend's in-process KV prefix pool off, as ``HFBackend(prefix_cache=False)`` builds it (the session
+    has no setting for it: its ``prefix_caching`` is llama.cpp's reuse across requests)."""
+    be.prefix_cache = False
+    be.pool.size = 0
+    be.pool.clear()
 
 
 def _problems(n: int) -> list[str]:
@@ -44,28 +51,21 @@ def _problems(n: int) -> list[str]:
     return [r["question"] for r in load_dataset(p, n)]
 
 
-def _run(mode: str, t, d, q: str, max_tokens: int, exact_strict: bool = True):
-    from lrref.decode.decoder import DecodeConfig, Decoder
-    from lrref.verify.verifiers import ExactVerifier, VerifierConfig, build
-
-    cfg = DecodeConfig(mode=mode, gamma=3, max_step_tokens=64, max_tokens=max_tokens, threads=2)
-    v = ExactVerifier(normalize=False) if exact_strict else build(VerifierConfig("embedding"))
-    dec = Decoder(cfg, t, d, v)
-    return dec.run(0, t.encode_chat(q, cfg.system))
+EXACT = {"verifier": "exact", "exact_strict": True}  # only token-identical steps pass: the lossless setting
 
 
 def bf16(n: int, max_tokens: int) -> dict:
     out = {}
     for dtype in ("bfloat16", "float32"):
-        t, d = _setup(dtype)
         rows = []
-        for q in _problems(n):
-            a = _run("ar", t, d, q, max_tokens)
-            b = _run("lr-sync+sd", t, d, q, max_tokens)
-            div = next((i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), None)
-            if div is None and len(a.ids) != len(b.ids):
-                div = min(len(a.ids), len(b.ids))
-            rows.append({"ar_tokens": len(a.ids), "lr_tokens": len(b.ids), "first_divergence": div})
+        with _session(dtype, ("ar", "lr-sync+sd"), max_tokens, EXACT) as s:
+            for q in _problems(n):
+                a = s.generate(q, "ar", trace=False).result
+                b = s.generate(q, "lr-sync+sd", trace=False).result
+                div = next((i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), None)
+                if div is None and len(a.ids) != len(b.ids):
+                    div = min(len(a.ids), len(b.ids))
+                rows.append({"ar_tokens": len(a.ids), "lr_tokens": len(b.ids), "first_divergence": div})
         out[dtype] = rows
         print(dtype, json.dumps(rows), flush=True)
     return out
@@ -74,16 +74,20 @@ def bf16(n: int, max_tokens: int) -> dict:
 def prefix_cache(n: int, max_tokens: int) -> dict:
     out = {}
     for on in (True, False):
-        t, d = _setup("bfloat16", prefix_cache=on)
-        w0 = time.perf_counter()
-        toks = 0
-        for q in _problems(n):
-            toks += len(_run("lr-sync", t, d, q, max_tokens, exact_strict=False).ids)
-        out["on" if on else "off"] = {
-            "wall_s": round(time.perf_counter() - w0, 1), "tokens": toks,
-            "target_prefill_tokens": t.stats.prefill_tokens, "target_reused_tokens": t.stats.reused_tokens,
-            "draft_prefill_tokens": d.stats.prefill_tokens, "draft_reused_tokens": d.stats.reused_tokens,
-            "loadavg": os.getloadavg()[0]}
+        with _session("bfloat16", ("lr-sync",), max_tokens, {"verifier": "embedding"}) as s:
+            t, d = s.target, s.draft
+            if not on:
+                _no_prefix_cache(t)
+                _no_prefix_cache(d)
+            w0 = time.perf_counter()
+            toks = 0
+            for q in _problems(n):
+                toks += s.generate(q, trace=False).tokens
+            out["on" if on else "off"] = {
+                "wall_s": round(time.perf_counter() - w0, 1), "tokens": toks,
+                "target_prefill_tokens": t.stats.prefill_tokens, "target_reused_tokens": t.stats.reused_tokens,
+                "draft_prefill_tokens": d.stats.prefill_tokens, "draft_reused_tokens": d.stats.reused_tokens,
+                "loadavg": os.getloadavg()[0]}
         print(out, flush=True)
     return out
 

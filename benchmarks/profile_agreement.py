@@ -1,6 +1,6 @@
 """Does the profiler's timing of an architecture (random weights) predict a real lrref decode of that model?
 
-Rounds of: a real ``ar`` decode with lrref's HF backend (trace written), then at
+Rounds of: a real ``ar`` decode on lrref's HF backend (``lrref.Session``, trace written), then at
 once the profiler's passes (:func:`lrref.profiling.timing.measure_grid`, the code
 behind ``lrref profile``) at the two ends of the contexts the decode's second and later
 steps used, with a model built from the same ``config.json`` and random
@@ -28,33 +28,28 @@ def round_ratios(model_dir: str, out_dir: Path, dtype: str = "float32", threads:
     """recorded / profile-predicted time of the decode's passes after its first step, one value per round."""
     import torch
 
+    from lrref import Session
     from lrref.archs import arch_from_model
-    from lrref.backends.hf import HFBackend
     from lrref.backends.hf_random import build_model
-    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
     from lrref.profiling import timing
     from lrsim.cost.check import ar_steps
     from lrsim.latency.profile import ArchProfile
-    from lrsim.trace import TraceWriter, read_trace
+    from lrsim.trace import read_trace
 
-    be = HFBackend(model_dir, dtype=dtype, threads=threads)
     model = build_model(arch_from_model(model_dir), dtype, torch.device("cpu"))
-    cfg = DecodeConfig(mode="ar", max_step_tokens=step_tokens, max_tokens=tokens, threads=threads)
     ratios = []
-    for rnd in range(rounds):
-        path = out_dir / f"ar{rnd}.jsonl"
-        tw = TraceWriter(path, make_header(cfg, {"target": model_dir}, "hf", None))
-        dec = Decoder(cfg, be, None, None, tw)
-        dec.run(0, be.encode_chat(QUESTION, cfg.system))
-        dec.close()
-        tw.close()
-        steps = ar_steps(read_trace(path))
-        ctx = (min(s.context for s in steps), max(s.context + s.forwards - 1 for s in steps))
-        ms = [1000 * sec for _, sec, _ in timing.measure_grid(model, sorted(set(ctx)), [1], [1], 2, repeats, 1024,
-                                                              rnd, torch.device("cpu"))]
-        prof = ArchProfile("m", 1, 1, 1, tuple(sorted(set(ctx))), (1,), (1,), tuple(((m,),) for m in ms))
-        predicted = sum(prof.time_ms(s.context + j, 1, 1) for s in steps for j in range(s.forwards)) / 1000
-        ratios.append(sum(s.seconds for s in steps) / predicted)
+    with Session(backend="hf", target=model_dir, dtype=dtype, threads=threads, modes=("ar",),
+                 max_step_tokens=step_tokens, max_tokens=tokens) as session:
+        for rnd in range(rounds):
+            path = out_dir / f"ar{rnd}.jsonl"
+            session.generate(QUESTION, trace=path)
+            steps = ar_steps(read_trace(path))
+            ctx = (min(s.context for s in steps), max(s.context + s.forwards - 1 for s in steps))
+            ms = [1000 * sec for _, sec, _ in timing.measure_grid(model, sorted(set(ctx)), [1], [1], 2, repeats,
+                                                                  1024, rnd, torch.device("cpu"))]
+            prof = ArchProfile("m", 1, 1, 1, tuple(sorted(set(ctx))), (1,), (1,), tuple(((m,),) for m in ms))
+            predicted = sum(prof.time_ms(s.context + j, 1, 1) for s in steps for j in range(s.forwards)) / 1000
+            ratios.append(sum(s.seconds for s in steps) / predicted)
     return ratios
 
 

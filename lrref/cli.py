@@ -1,8 +1,10 @@
 """``lrref`` command line: ``models prepare|list``, ``generate``, ``bench``, ``profile``.
 
-Thin: parse, validate (before torch is imported, so ``--help`` and bad input
-are instant), check the outputs are writable and the draft's vocabulary is the
-target's (tokenizers only), then load the models, call the library, print.
+Thin: parse, turn the arguments into a :class:`lrref.session.SessionConfig`
+(validated before torch is imported, so ``--help`` and bad input are instant),
+and let a :class:`lrref.session.Session` check the outputs are writable and the
+draft's vocabulary is the target's (tokenizers only), load the models and
+decode; then print.
 The boundary is :func:`lrsim.errors.run_command`: a domain error (bad input, a
 model that is not prepared, a crashed draft worker, an unwritable output) is one
 line on stderr and exit code 2; anything else is a bug and keeps its traceback.
@@ -44,11 +46,8 @@ def _float(s: str) -> float:
     return v
 
 
-BACKENDS = ("auto", "hf", "vllm", "llamacpp")
-
-
 def _decode_args(p: argparse.ArgumentParser) -> None:
-    from .config import MODE_HELP
+    from .config import BACKENDS, MODE_HELP
     from .host.cpu import DTYPE_HELP, DTYPES
     from .host.load import REQUIRE_IDLE_HELP
     from .verify.verifiers import THRESHOLD_HELP, VERIFIERS
@@ -161,254 +160,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# --- validation (no torch, no weights) ------------------------------------------------------------
+# --- the arguments as a session's config (read, never changed) ------------------------------------
 
 
-def _decode_config(a, mode: str):
-    from .config import DEFAULT_SYSTEM, DecodeConfig
+def session_config(a: argparse.Namespace, modes: Sequence[str]):
+    """The parsed ``generate`` / ``bench`` arguments as a :class:`lrref.session.SessionConfig` for ``modes``;
+    ``a`` is only read.
+
+    :raises UsageError: a bad ``--async-threads``; the config's own checks (:class:`lrref.session.SessionConfig`).
+    """
+    from .config import DEFAULT_SYSTEM
+    from .session import SessionConfig
 
     try:
         tt, dt = (int(x) for x in a.async_threads.split(","))
     except ValueError:
         raise UsageError(f"--async-threads must be 'TARGET,DRAFT' integers, got {a.async_threads!r}") from None
-    return DecodeConfig(mode=mode, gamma=a.gamma, width=a.width, ngram=a.ngram, ngram_max=a.ngram_max,
-                        ngram_min=a.ngram_min, max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens,
-                        temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
-                        draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
-                        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text, dtype=a.dtype,
-                        concurrency=getattr(a, "concurrency", 1), device=a.device, draft_device=a.draft_device,
-                        verify_identical=bool(a.random_weights))
+    return SessionConfig(
+        backend=a.backend, target=a.target, draft=a.draft, judge=a.judge, embedding=a.embedding,
+        cache_dir=a.cache_dir, verifier=a.verifier, threshold=a.threshold, exact_strict=a.exact_strict,
+        random_weights=a.random_weights, prompt_tokens=a.prompt_tokens, device=a.device, draft_device=a.draft_device,
+        dtype=a.dtype, prefix_caching=not a.no_prefix_caching, require_idle=a.require_idle, modes=tuple(modes),
+        gamma=a.gamma, width=a.width, ngram=a.ngram, ngram_max=a.ngram_max, ngram_min=a.ngram_min,
+        max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens, temperature=a.temperature, top_p=a.top_p,
+        top_k=a.top_k, draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
+        threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text,
+        concurrency=getattr(a, "concurrency", 1))
 
 
-def _verifier_config(a):
-    from .verify.verifiers import DEFAULT_VERIFIER, VerifierConfig
-
-    if a.verifier is None:
-        a.verifier = "random" if a.random_weights else DEFAULT_VERIFIER
-    model = a.judge if a.verifier == "judge" else a.embedding if a.verifier in ("embedding", "math") else None
-    return VerifierConfig(a.verifier, a.threshold, model, normalize=not a.exact_strict, seed=a.seed)
-
-
-def _check_backend(a, cfgs) -> None:
-    if a.backend == "vllm" and len({c.ngram_cfg for c in cfgs}) > 1:
-        raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
-                         "separately")
-    if a.backend == "llamacpp":  # one line naming the extra, before any model loads
-        from .backends.llamacpp_ffi import require_binding
-
-        require_binding()
-    if a.backend != "hf" and (a.device != "cpu" or a.draft_device or a.random_weights):
-        raise UsageError(f"--device, --draft-device and --random-weights are for --backend hf, not {a.backend}")
-
-
-def _random_weights(a):
-    """``--random-weights`` parsed (None without it); its verifier must be the random one.
-
-    :raises UsageError: another verifier, ``--prompt-tokens`` without random weights, an unknown architecture.
-    """
-    from .backends import random_weights
-
-    if not a.random_weights:
-        if a.prompt_tokens is not None:
-            raise UsageError("--prompt-tokens is for --random-weights")
-        return None
-    if a.verifier not in (None, "random"):
-        raise UsageError(f"--random-weights needs --verifier random (acceptance of random weights means nothing), "
-                         f"got --verifier {a.verifier}")
-    return random_weights.parse(a.random_weights, a.prompt_tokens or 128, a.max_tokens, a.cache_dir)
-
-
-def _check_devices(a) -> None:
-    """A CUDA device that torch cannot see is refused now (one line), before any model loads."""
-    wanted = [d for d in (a.device, a.draft_device) if d and d.startswith("cuda")]
-    if not wanted:
-        return
-    import torch
-
-    for d in wanted:
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {d}: torch sees no CUDA device here (torch {torch.__version__})")
-        if torch.device(d).index is not None and torch.device(d).index >= torch.cuda.device_count():
-            raise UsageError(f"--device {d}: torch sees {torch.cuda.device_count()} CUDA device(s)")
-
-
-def _writable(path: Path) -> None:
-    """An output that cannot be written fails now, before any model loads."""
-    from lrsim.atomic import check_writable
-
-    try:
-        check_writable(path)
-    except ValueError as e:
-        raise InputError(str(e)) from None
-
-
-def _resolve_models(a, cfgs) -> dict:
-    """Model directories (GGUF files with --backend llamacpp) by role, none loaded; the draft's vocabulary checked
-    against the target's."""
-    from . import models
-    from .backends.vocab import check_vocab
-    from .verify.verifiers import uses_embedding
-
-    lm = models.resolve_gguf if a.backend == "llamacpp" else models.resolve
-    out = {"target": lm(a.target or models.DEFAULT_TARGET, a.cache_dir)}
-    if any(c.is_lr for c in cfgs):
-        out["draft"] = lm(a.draft or models.DEFAULT_DRAFT, a.cache_dir)
-        if uses_embedding(a.verifier, _verifier_config(a).t):
-            out["embedding"] = models.resolve(a.embedding or models.DEFAULT_EMBEDDING, a.cache_dir)
-        if a.verifier == "judge" and a.judge:
-            out["judge"] = models.resolve(a.judge, a.cache_dir)
-    paths = {k: str(v) for k, v in out.items()}
-    if "draft" in paths:
-        check_vocab(paths["target"], paths["draft"])
-    return paths
-
-
-def _prepare(a, cfgs, output: Path) -> dict:
-    """Everything that can fail before the weights load: backend, verifier, output, models, vocabularies."""
-    from .backends import auto as backend_auto
-
-    auto = backend_auto.resolve(a, any(c.is_lr for c in cfgs))
-    _check_backend(a, cfgs)
-    a.random = _random_weights(a)
-    _verifier_config(a)
-    _check_devices(a)
-    _writable(output)
-    paths = _random_paths(a.random, cfgs) if a.random else _resolve_models(a, cfgs)
-    if a.require_idle:  # the last check before any model loads
-        from .host.load import require_idle
-
-        require_idle()
-    if auto:
-        print(f"lrref: {auto}", file=sys.stderr, flush=True)
-    if a.backend == "llamacpp":
-        if a.dtype != "auto":
-            print(f"lrref: --backend llamacpp: --dtype {a.dtype} ignored (GGUF quantised weights)", file=sys.stderr,
-                  flush=True)
-    elif a.dtype == "auto":
-        from .host.cpu import describe_auto
-
-        print(f"lrref: {describe_auto(a.device)}", file=sys.stderr, flush=True)
-    return paths
-
-
-def _random_paths(rw, cfgs) -> dict:
-    """The models' names by role with random weights (``random:ARCH``)."""
-    out = {"target": f"random:{rw.target.name}"}
-    if any(c.is_lr for c in cfgs):
-        out["draft"] = f"random:{rw.draft.name}"
-    return out
-
-
-# --- running ---------------------------------------------------------------------------------------
-
-
-def _torch_backends(a, paths: dict, cfgs, dtype: str) -> tuple:
-    """Target (hf or vllm) and the lr-sync draft (hf; None when no mode needs it in this process)."""
-    if a.backend == "vllm":
-        from .backends.vllm import VLLMBackend
-
-        target = VLLMBackend(paths["target"], dtype=dtype, ngram=next(iter(cfgs)).ngram_cfg)
-    else:
-        target = _hf_model(a, paths, "target")
-    draft = _hf_model(a, paths, "draft") if any(c.base == "lr-sync" for c in cfgs) else None
-    return target, draft
-
-
-def _llamacpp_backends(a, paths: dict, cfgs) -> tuple:
-    """Target and lr-sync draft on their GGUF files, each sequence's KV sized for a prompt plus ``--max-tokens``."""
-    from .backends.llamacpp import LlamaCppBackend
-
-    ctx = max(2048, a.max_tokens + 1024)
-    n = getattr(a, "concurrency", 1)  # requests in flight: each needs its own sequence slots
-    target = LlamaCppBackend(paths["target"], threads=a.threads, slots=max(8, 2 * (a.gamma + 1)) * n,
-                             ctx_per_seq=ctx)
-    draft = None
-    if any(c.base == "lr-sync" for c in cfgs):
-        draft = LlamaCppBackend(paths["draft"], threads=a.threads, slots=4 * n, ctx_per_seq=ctx)
-    return target, draft
-
-
-class _Session:
-    """Loaded models shared by every mode of one command.
-
-    ``dtype``: the weights' dtype, ``--dtype`` resolved, or ``gguf:<quantisation>`` for llama.cpp.
-    """
-
-    def __init__(self, a, paths: dict, cfgs):
-        from .host.cpu import resolve_dtype
-        from .verify import verifiers
-
-        self.a, self.paths = a, paths
-        if getattr(a, "no_prefix_caching", False):
-            from .backends.llamacpp import PREFIX_CACHING_ENV
-
-            if a.backend != "llamacpp":
-                raise UsageError("--no-prefix-caching applies to the llama.cpp backend (--backend llamacpp) only")
-            os.environ[PREFIX_CACHING_ENV] = "0"  # the lr-async draft process inherits it
-        if a.backend == "llamacpp":
-            self.target, self.draft = _llamacpp_backends(a, paths, cfgs)
-            self.dtype = self.draft_dtype = f"gguf:{self.target.quant}"
-        else:
-            self.dtype = resolve_dtype(a.dtype, a.device)
-            self.draft_dtype = resolve_dtype(a.dtype, a.draft_device or a.device)
-            self.target, self.draft = _torch_backends(a, paths, cfgs, self.dtype)
-        self.vcfg, self.verifier = _verifier_config(a), None
-        if "draft" in paths:
-            vc = self.vcfg if "embedding" not in paths else \
-                verifiers.VerifierConfig(a.verifier, a.threshold, paths["embedding"])
-            self.verifier = verifiers.build(vc, self.target, a.cache_dir)
-
-    def backend_info(self, cfg) -> dict | None:
-        """The trace header's ``config.backend_info`` for one mode (llama.cpp: binding, threads, quantisation)."""
-        if self.a.backend != "llamacpp":
-            return None
-        from .backends.llamacpp import header_info
-
-        draft_threads = cfg.draft_threads if cfg.base == "lr-async" else cfg.threads
-        return header_info(self.target, self.paths["draft"] if cfg.is_lr else None, cfg.main_threads, draft_threads)
-
-    def decoder(self, cfg, trace_path: Path):
-        from lrsim.trace import TraceWriter
-
-        from .config import config_dict
-        from .decode.decoder import Decoder, make_header
-        from .host.load import Monitor
-
-        vinfo = None
-        if self.verifier is not None:
-            vinfo = config_dict(self.vcfg) | {"name": self.verifier.name, "threshold_used": self.vcfg.t}
-        rw = getattr(self.a, "random", None)
-        mon = Monitor()  # the trace's window: at close, its header gets what else ran (hardware.load)
-        tw = TraceWriter(trace_path, make_header(cfg, dict(self.paths), self.a.backend, vinfo,
-                                                 notes=rw.note(self.vcfg.t) if rw else None,
-                                                 backend_info=self.backend_info(cfg),
-                                                 random_weights=rw.header(self.vcfg.t) if rw else None),
-                         at_close=lambda h: h.hardware.update(load=mon.record()))
-        try:
-            return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                           draft_dtype=self.draft_dtype, draft_kind="llamacpp" if self.a.backend == "llamacpp" else "hf",
-                           draft_random=rw.model("draft") if rw else None)
-        except BaseException:
-            tw.close()
-            raise
-
-
-def _hf_model(a, paths: dict, role: str):
-    """The ``role`` ('target', or lr-sync's in-process 'draft') as an hf backend on its device; random weights with
-    ``--random-weights`` (``a.random``)."""
-    from .host.cpu import resolve_dtype
-
-    n = getattr(a, "concurrency", 1)  # requests in flight: each keeps its prefixes in the pools
-    device = a.device if role == "target" else a.draft_device or a.device
-    pool = max(8, 2 * (a.gamma + 1)) * n if role == "target" else 8 * n
-    kw = dict(dtype=resolve_dtype(a.dtype, device), threads=a.threads, pool_size=pool, device=device)
-    if getattr(a, "random", None) is not None:
-        from .backends.hf_random import RandomBackend
-
-        return RandomBackend(**a.random.model(role), **kw)
-    from .backends.hf import HFBackend
-
-    return HFBackend(paths[role], **kw)
+def _say(line: str) -> None:
+    """What the session has to say before decoding: one line on stderr."""
+    print(f"lrref: {line}", file=sys.stderr, flush=True)
 
 
 def _stamp() -> str:
@@ -452,31 +234,22 @@ def _question(a) -> str:
 
 
 def cmd_generate(a) -> int:
-    from .host.load import Monitor, warn_if_busy
+    from .host.load import warn_if_busy
+    from .session import Session
 
     question = _question(a)
-    cfg = _decode_config(a, a.mode)
-    trace = Path(a.trace or f"runs/generate-{_stamp()}-{cfg.mode.replace('+', '_')}.jsonl")
-    paths = _prepare(a, [cfg], trace)
-    s = _Session(a, paths, [cfg])
-    dec = s.decoder(cfg, trace)
-    mon = Monitor()
-    try:
-        r = dec.run(0, s.target.encode_chat(question, cfg.system))
-    finally:
-        dec.close()
-        dec.trace.close()
-    warn_if_busy(mon.now())
-    out = {"text": r.text, "steps": [{"text": st.text, "source": st.source, "tokens": len(st.ids)} for st in r.steps],
-           "accepted_steps": r.accepted_steps, "tokens": len(r.ids), "finish": r.finish, "trace": str(trace),
-           "wall_s": round(r.wall_s, 3), "tokens_per_s": round(len(r.ids) / max(r.wall_s, 1e-9), 3),
-           "mode": cfg.mode}
+    config = session_config(a, [a.mode])
+    trace = Path(a.trace or f"runs/generate-{_stamp()}-{a.mode.replace('+', '_')}.jsonl")
+    with Session(config, outputs=[trace], log=_say) as s:
+        g = s.generate(question, trace=trace)
+    warn_if_busy(g.load)
+    r = g.result
     if a.json:
-        print(json.dumps(out, indent=1))
+        print(json.dumps(g.to_dict(), indent=1))
     else:
         print(r.text)
-        print(f"\n[{cfg.mode}] {len(r.ids)} tokens in {r.wall_s:.1f} s ({out['tokens_per_s']} tok/s), "
-              f"{len(r.steps)} steps, {r.accepted_steps} accepted drafts; trace {trace}", file=sys.stderr)
+        print(f"\n[{g.mode}] {len(r.ids)} tokens in {r.wall_s:.1f} s ({g.tokens_per_s} tok/s), "
+              f"{len(r.steps)} steps, {r.accepted_steps} accepted drafts; trace {g.trace}", file=sys.stderr)
     return 0
 
 
@@ -501,45 +274,25 @@ def _bench_inputs(a) -> tuple[str, list[dict], list[str]]:
 
 def cmd_bench(a) -> int:
     from . import bench
-    from .host.cpu import hardware_facts
-    from .host.load import Monitor, warn_if_busy
+    from .host.load import warn_if_busy
+    from .session import Session
 
     ds, problems, modes = _bench_inputs(a)
-    cfgs = {m: _decode_config(a, m) for m in modes}
+    config = session_config(a, modes)
     out = Path(a.out or f"runs/bench-{_stamp()}")
-    paths = _prepare(a, cfgs.values(), out / "results.json")
     load0 = os.getloadavg()
-    s = _Session(a, paths, cfgs.values())
-    t0 = time.time()
-    mon = Monitor()
-
-    def meta(done: int) -> dict:
-        return {"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "dataset_name": a.dataset,
-                "n": len(problems), "done": done,
-                "models": paths, "backend": a.backend, "dtype": s.dtype, "verifier": a.verifier,
-                "concurrency": a.concurrency, "device": a.device, "draft_device": a.draft_device or a.device,
-                "threshold": s.vcfg.t, "config": {m: c.trace_config() for m, c in cfgs.items()},
-                "wall_s": round(time.time() - t0, 1), "loadavg_start": load0, "loadavg_now": os.getloadavg(),
-                "load": mon.record(), "cpus": os.cpu_count(), "hardware": hardware_facts(s.dtype, a.threads)}
-
-    stats = bench.run_bench(problems, modes, lambda m: s.decoder(cfgs[m], out / f"trace-{m.replace('+', '_')}.jsonl"),
-                            lambda q: s.target.encode_chat(q, cfgs[modes[0]].system), s.target.decode,
-                            log=lambda x: print(x, file=sys.stderr, flush=True),
-                            progress=lambda st: bench.write_results(out, meta(min(x.requests for x in st)),
-                                                                    bench.summarize(st)),
-                            concurrency=a.concurrency)
-    rows = bench.summarize(stats)
-    final = meta(len(problems))
-    j, c = bench.write_results(out, final, rows)
-    warn_if_busy(mon.now(), "the benchmark")
+    with Session(config, outputs=[out / "results.json"], log=_say) as s:
+        b = s.bench(problems, modes, out, loadavg_start=load0, log=lambda x: print(x, file=sys.stderr, flush=True),
+                    meta={"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "dataset_name": a.dataset})
+    warn_if_busy(b.load, "the benchmark")
     if a.json:
-        print(json.dumps({"meta": final, "modes": rows, "results": str(j)}, indent=1))
+        print(json.dumps(b.to_dict(), indent=1))
     else:
-        print(bench.format_table(rows))
-        paired = bench.format_paired(rows)
+        print(bench.format_table(b.rows))
+        paired = bench.format_paired(b.rows)
         if paired:
             print("\n" + paired)
-        print(f"\nresults: {j} {c}; load average start {load0[0]:.2f}, end {os.getloadavg()[0]:.2f}")
+        print(f"\nresults: {b.results} {b.csv}; load average start {load0[0]:.2f}, end {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -20,6 +20,7 @@ from .host.cpu import DTYPE_HELP, DTYPES
 
 DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
+BACKENDS = ("auto", "hf", "vllm", "llamacpp")  # --backend, SessionConfig.backend
 MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")

@@ -130,6 +130,9 @@ class Calibration:
     spec_fill: float | None = None  #: share of the k2 - 1 speculative positions proposed per target pass
     overlap_accepted: Summary | None = None  #: share of a draft step its target step repeats from its start (kept)
     overlap_rejected: Summary | None = None  #: the same for rejected drafts (needs step texts: log_text)
+    #: share of each prompt already in KV at a request's first pass (:func:`prompt_kv`): 'ar' (the baseline's
+    #: target), 'target' (the other traces' target), 'draft'; only those the pass records show
+    prompt_cached: dict[str, float] = field(default_factory=dict)
     alpha1_by_verifier: dict[str, Proportion] = field(default_factory=dict)  #: by :func:`verifier_label`
     quality: list[Quality] = field(default_factory=list)  #: per trace whose requests carry ``correct``
 
@@ -241,6 +244,46 @@ def spec_fill(traces: Sequence[Trace]) -> float | None:
                 num += s.ngram_drafted
                 den += s.target_forwards * (k2 - 1)
     return min(num / den, 1.0) if den else None
+
+
+def baseline_trace(trace: Trace) -> bool:
+    """Target-only decoding without token speculation (``ar``, ``k2 = 1``): what replay's speedups are over."""
+    st = recorded_setting(trace.header)
+    return st.mode == "ar" and st.k2 == 1
+
+
+def prompt_cached(traces: Sequence[Trace], engine: str = "target") -> float | None:
+    """Share of a request's prompt ``engine`` ('target' or 'draft') already held in its KV at the request's first
+    forward pass, pooled over the requests of ``traces``: ``sum min(c, P - 1) / sum (P - 1)``, ``c`` the context
+    of that pass (its mean over rows) and ``P`` the prompt's tokens.  The prompt's last token does not count: the
+    first decode pass feeds it anyway.  0: the engine prefilled every prompt; 1: it found every prompt in KV
+    another run of the same request left (lrref's bench runs the modes of a problem one after another on one
+    engine).  From pass records (lrref's llama.cpp and hf backends); None without any."""
+    num = den = 0.0
+    for t in traces:
+        first: dict[int, object] = {}
+        for p in getattr(t, "passes", None) or ():
+            if p.engine != engine or not p.requests:
+                continue
+            for r in p.requests:
+                if r not in first or p.start < first[r].start:
+                    first[r] = p
+        for req in t.requests:
+            p = first.get(req.request)
+            if p is not None and req.prompt_tokens and req.prompt_tokens > 1:
+                num += min(float(p.context), req.prompt_tokens - 1)
+                den += req.prompt_tokens - 1
+    return num / den if den else None
+
+
+def prompt_kv(traces: Sequence[Trace]) -> dict[str, float]:
+    """:func:`prompt_cached` for the roles a prediction prices apart: ``ar`` (the target of the baseline traces,
+    :func:`baseline_trace`), ``target`` (the target of every other trace) and ``draft``; a role no pass record
+    shows is left out."""
+    base = [t for t in traces if baseline_trace(t)]
+    other = [t for t in traces if not baseline_trace(t)]
+    out = {"ar": prompt_cached(base), "target": prompt_cached(other), "draft": prompt_cached(traces, "draft")}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def token_acceptance(traces: Sequence[Trace]):
@@ -461,6 +504,7 @@ def calibrate(traces: Sequence[Trace]) -> Calibration:
         assumptions=assumptions, warnings=[w for t in traces for w in t.warnings] + qwarn,
         request_tokens=_summary_or_none([r.output_tokens for t in traces for r in t.requests if r.output_tokens]),
         spec_fill=spec_fill(traces), alpha1_by_verifier=acceptance_by_verifier(traces), quality=quality,
+        prompt_cached=prompt_kv(traces),
         overlap_accepted=overlap[0], overlap_rejected=overlap[1],
     )
 
@@ -491,6 +535,10 @@ def format_calibration(c: Calibration) -> str:
         lines.append(f"  target tokens per forward pass: {c.tokens_per_forward.mean:.3f}")
     if c.spec_fill is not None:
         lines.append(f"  speculative positions proposed per pass: {c.spec_fill:.3f} of k2 - 1 (spec_fill)")
+    if c.prompt_cached:
+        names = {"ar": "ar's target", "target": "the other modes' target", "draft": "the draft"}
+        lines.append("  share of each prompt already in KV at a request's first pass (pass records): "
+                     + ", ".join(f"{names[k]} {v:.3f}" for k, v in c.prompt_cached.items()))
     for name, sm in (("accepted", c.overlap_accepted), ("rejected", c.overlap_rejected)):
         if sm is not None and sm.n:
             lines.append(f"  share of a {name} draft its target step repeats from its start: mean {sm.mean:.3f}, "

@@ -72,6 +72,11 @@ class Behaviour:
     verifier_latency: Dist | None = option("the verifier's recorded latency per call, seconds (from traces)")
     spec_fill: float = option("share of the k2 - 1 speculative positions a pass computes (n-gram lookup: fewer)",
                               1.0)
+    prompt_cached: float = option("share of each prompt the target already holds in KV when a request starts (the "
+                                  "traces' first passes; with prefill), for every configuration but the baseline", 0.0)
+    draft_prompt_cached: float = option("the same for the drafter", 0.0)
+    baseline_prompt_cached: float = option("the same for the target of target-only decoding (ar, k2 = 1: the "
+                                           "baseline)", 0.0)
     overlap_accepted: Dist | None = option("share of an accepted draft step its target step repeats from its start")
     overlap_rejected: Dist | None = option("the same for a rejected draft (both from step texts; None: 0)")
     source: str = option("where the numbers come from: 'numbers' or 'traces'", "numbers")
@@ -108,6 +113,7 @@ def behaviour_from_traces(traces: Sequence[Trace]) -> Behaviour:
     if c.target_tokens is None or not c.target_tokens.n:
         raise InputError("these traces hold no target steps with token counts")
     prompts = [r.prompt_tokens for t in traces for r in t.requests if r.prompt_tokens]
+    kv = c.prompt_cached  # what no pass record shows: 0 (every prompt prefilled, the simulator's default)
     return Behaviour(
         alpha1=c.alpha1.p if c.alpha1 is not None else math.nan, alpha2=c.alpha2,
         step_tokens=Empirical(tuple(c.target_tokens.samples)),
@@ -116,6 +122,8 @@ def behaviour_from_traces(traces: Sequence[Trace]) -> Behaviour:
         verify_calls=verify_calls(traces),
         verifier_latency=_empirical(c.verify_s),
         spec_fill=c.spec_fill if c.spec_fill is not None else 1.0,
+        prompt_cached=kv.get("target", 0.0), draft_prompt_cached=kv.get("draft", 0.0),
+        baseline_prompt_cached=kv.get("ar", 0.0),
         overlap_accepted=_empirical(c.overlap_accepted), overlap_rejected=_empirical(c.overlap_rejected),
         source="traces")
 
@@ -207,12 +215,15 @@ def sim_config(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, see
         raise InputError("k2 > 1 needs the token acceptance alpha2 (--alpha2, or traces with token speculation)")
     ver, _ = verifier(hw, b)
     requests = b.request_tokens if setting.width == 1 else None
+    baseline = setting.mode == "ar" and setting.k2 == 1
     return SimConfig(
         mode=setting.mode, k1=setting.k1, k2=setting.k2, width=setting.width, correlation=correlation,
         alpha1=b.alpha1 if 0 <= b.alpha1 <= 1 else 0.5, alpha2=b.alpha2 if b.alpha2 is not None else 0.5,
         c2=TINY_C2, target_latency=hw.target(setting.mode), draft_latency=hw.draft(setting.mode),
         draft_sd=setting.k2 > 1, verifier_latency=ver, prompt_tokens=b.prompt_tokens, prefill=hw.kv_prefill,
         spec_fill=b.spec_fill, overlap_accepted=b.overlap_accepted, overlap_rejected=b.overlap_rejected,
+        prompt_cached=b.baseline_prompt_cached if baseline else b.prompt_cached,
+        draft_prompt_cached=b.draft_prompt_cached,
         verify_calls=b.verify_calls if setting.mode == "sync" else "one", step_tokens=b.step_tokens,
         draft_tokens=b.draft_tokens, request_tokens=requests, steps=steps, seed=seed,
         colocated=_colocated(hw, setting.mode))
@@ -294,6 +305,13 @@ def notes(b: Behaviour, hw: HardwareSpec, mode: str) -> list[str]:
     if not hw.same_setup(mode, "ar") or hw.kv_prefill != "none":
         out.append(f"baseline: target-only decoding on the ar setup ({hw.entry('ar', 'target')}), simulated "
                    f"beside {mode} on {hw.entry(mode, 'target')}")
+    if hw.kv_prefill != "none" and (b.prompt_cached or b.draft_prompt_cached or b.baseline_prompt_cached):
+        draft = f"{b.draft_prompt_cached:.0%} in the draft's; " if mode != "ar" else ""
+        out.append(f"prompt: a request's first pass found {b.prompt_cached:.0%} of its prompt in the target's KV "
+                   f"({draft}target-only decoding, the baseline: {b.baseline_prompt_cached:.0%}), as the traces' "
+                   "first passes record, so only the rest is "
+                   "prefilled (a run of the same request before it left it: lrref's bench runs a problem's modes "
+                   "one after another on one engine)")
     out.append(f"behaviour from {b.source}: alpha1 = {b.alpha1:.3f}"
                + (f", alpha2 = {b.alpha2:.3f}" if b.alpha2 is not None else "")
                + f", steps of {b.step_tokens.mean:.1f} tokens on average"

@@ -317,3 +317,29 @@ def test_a_header_model_that_matches_no_architecture_is_noted_not_checked(capsys
     assert "target: the traces' model /cache/smollm2-135m-instruct/model is no known architecture, so qwen2.5-7b " \
            "(priced) is not checked against it" in notes
     assert any(n.startswith("draft qwen2.5-0.5b:") for n in notes)  # the draft from the header
+
+
+def test_prompt_kv_from_the_recorded_first_passes():
+    """The llama.cpp validation recording ran each problem's modes one after another on one engine: ar prefilled
+    every prompt, sd found it in the target's KV (its first pass: context = prompt - 1).  Calibration reads that
+    off the pass records; the configuration and the ar baseline are priced each with their own share."""
+    from lrsim.calibrate import prompt_cached, prompt_kv
+
+    root = Path(__file__).resolve().parents[1] / "studies" / "data" / "validation-llamacpp" / "g2"
+    ar, sd, lr = (read_trace(root / f"trace-{m}.jsonl.gz") for m in ("ar", "sd", "lr-async"))
+    assert prompt_cached([ar]) == 0.0 and prompt_cached([sd]) == pytest.approx(1.0)
+    assert prompt_cached([lr], "draft") == 0.0  # lr-async's draft process prefilled every prompt
+    assert prompt_cached([ar], "draft") is None  # no draft passes: no evidence
+    assert prompt_kv([ar, sd, lr]) == pytest.approx({"ar": 0.0, "target": 1.0, "draft": 0.0})
+    b = behaviour_from_traces([ar, sd])
+    assert (b.baseline_prompt_cached, b.prompt_cached, b.draft_prompt_cached) == (0.0, pytest.approx(1.0), 0.0)
+    from lrsim.cost.fromtraces import trace_hardware
+
+    hw = trace_hardware([ar, sd], b.alpha2)
+    assert hw.kv_prefill == "unseen"
+    assert sim_config(b, hw, Setting("ar", 1, 5), 100, 0).prompt_cached == pytest.approx(1.0)  # sd
+    assert sim_config(b, hw, Setting("ar", 1, 1), 100, 0).prompt_cached == 0.0  # the baseline
+    alone = behaviour_from_traces([sd])  # no ar trace: the baseline keeps the default (every prompt prefilled)
+    assert alone.baseline_prompt_cached == 0.0 and alone.prompt_cached == pytest.approx(1.0)
+    p = predict(b, hw, Setting("ar", 1, 5), steps=2000, bootstrap=0)
+    assert any(n.startswith("prompt: a request's first pass found 100%") for n in p.notes)

@@ -17,6 +17,7 @@ EXPECT = {
     "serve_under_load.py": "lr-async stops beating ar at",
     "html_report.py": "wrote ",
     "notebook_plan.py": "best split by step acceptance",
+    "decode_session.py": "[lr-sync] 64 tokens in",
 }
 
 

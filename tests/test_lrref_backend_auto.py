@@ -65,11 +65,12 @@ def test_a_model_prepared_for_transformers_only_or_a_directory_gives_hf(tmp_path
 def test_without_the_binding_auto_is_hf_and_says_why(tmp_path, monkeypatch):
     monkeypatch.setattr(backend_auto, "_binding_missing", lambda: "needs the llama.cpp binding: pip install x")
     a = args(tmp_path)
-    line = backend_auto.resolve(a, lr=False)
-    assert a.backend == "hf" and line == ("--backend auto: hf (llama.cpp unavailable (needs the llama.cpp binding: "
-                                          "pip install x); --backend hf|llamacpp to choose)")
+    backend, line = backend_auto.resolve(a, lr=False)
+    assert backend == "hf" and line == ("--backend auto: hf (llama.cpp unavailable (needs the llama.cpp binding: "
+                                        "pip install x); --backend hf|llamacpp to choose)")
+    assert a.backend == "auto"  # read, never changed
 
 
 def test_an_explicit_backend_is_kept_silently(tmp_path):
     a = args(tmp_path, backend="hf")
-    assert backend_auto.resolve(a, lr=True) is None and a.backend == "hf"
+    assert backend_auto.resolve(a, lr=True) == ("hf", None) and a.backend == "hf"

@@ -67,7 +67,7 @@ def test_help_and_validation_do_not_import_torch():
             "lrref.decode.request, lrref.decode.lr_sync, lrref.decode.lr_async, lrref.backends.llamacpp, "
             "lrref.backends.llamacpp_ffi, lrref.backends.llamacpp_tokenizer, lrref.backends.np_sampling, "
             "lrref.decode.jobs, lrref.decode.closed_loop, lrref.backends.random_weights, lrref.archs, "
-            "lrref.profiling.profile;"
+            "lrref.profiling.profile, lrref.session;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0

@@ -238,3 +238,34 @@ def test_pro_rata_is_even_over_the_passes_and_clamped():
 
     assert pro_rata(10, 3, 4) == 7.5
     assert pro_rata(10, -1, 4) == 0.0 and pro_rata(10, 5, 4) == 10.0
+
+
+def test_prompt_found_in_kv_is_not_prefilled_exact_times():
+    """ar as in the test above, but the target's KV already holds a share of each prompt (another run of the same
+    request left it): all of it, 16 per request (4 passes of 2, twice); half of it, 5 tokens prefilled, T(1, 6) = 7
+    + 3 x 2 + 8 = 21."""
+    from lrsim.cost.passcost import curve
+
+    kw = dict(mode="ar", step_tokens=Constant(4), request_tokens=Constant(8), prompt_tokens=10, steps=4,
+              prefill="last", target_latency=curve((1, 100), (2, 101), "positions", "linear"))
+    assert simulate(SimConfig(prompt_cached=1.0, **kw)).sim_time == pytest.approx(2 * 16, rel=1e-12)
+    assert simulate(SimConfig(prompt_cached=0.5, **kw)).sim_time == pytest.approx(2 * 21, rel=1e-12)
+    assert simulate(SimConfig(prompt_cached=1.0, prefill="none", **{k: v for k, v in kw.items()
+                                                                    if k != "prefill"})).sim_time == \
+        pytest.approx(2 * 16, rel=1e-12)
+    with pytest.raises(InputError, match="prompt_cached must lie in"):
+        SimConfig(prompt_cached=1.5)
+
+
+def test_draft_prompt_found_in_kv_is_not_prefilled():
+    """Sync as in test_prefill_unseen_in_sync_exact_times with a 10-token prompt the target holds: the drafter's
+    first pass also prefills it, 0.5 x 10 = 5 more, unless its KV holds the prompt too."""
+    from lrsim.cost.passcost import curve
+
+    kw = dict(mode="sync", k1=2, alpha1=0.0, step_tokens=Constant(4), steps=10, engine="des", prefill="unseen",
+              prompt_tokens=10, prompt_cached=1.0, target_latency=curve((1, 100), (2, 101), "positions", "linear"),
+              draft_latency=curve((1, 100), (1.0, 50.5), "positions", "linear"))
+    fed = simulate(SimConfig(**kw)).sim_time
+    held = simulate(SimConfig(draft_prompt_cached=1.0, **kw)).sim_time
+    assert held == pytest.approx(4 + 16 + 9 * (6 + 16), rel=1e-12)
+    assert fed - held == pytest.approx(5, rel=1e-12)

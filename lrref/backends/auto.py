@@ -78,10 +78,11 @@ def choose(a, lr: bool) -> tuple[str, str]:
     return "llamacpp", "GGUF files through llama.cpp, the faster engine on CPUs"
 
 
-def resolve(a, lr: bool) -> str | None:
-    """Replace ``a.backend == 'auto'`` by the chosen backend and return the line that says why (None when the
-    backend was named), for the caller to print once the run's input has passed its checks."""
+def resolve(a, lr: bool) -> tuple[str, str | None]:
+    """(backend, the line that says why) with ``a.backend == 'auto'`` resolved, for the caller to say once the run's
+    input has passed its checks; (``a.backend``, None) when the backend was named.  ``a`` (a
+    :class:`lrref.session.SessionConfig`, or anything with its fields) is only read."""
     if a.backend != "auto":
-        return None
-    a.backend, reason = choose(a, lr)
-    return f"--backend auto: {a.backend} ({reason}; --backend hf|llamacpp to choose)"
+        return a.backend, None
+    backend, reason = choose(a, lr)
+    return backend, f"--backend auto: {backend} ({reason}; --backend hf|llamacpp to choose)"

@@ -8,10 +8,11 @@ from .base import Backend
 
 
 def draft_backend(kind: str, path: str, dtype: str, threads: int, pool_size: int, device: str = "cpu",
-                  random: dict | None = None) -> Backend:
+                  random: dict | None = None, prefix_caching: bool = True) -> Backend:
     """The draft model of a draft process: ``hf`` (transformers, ``dtype`` on ``device``), ``llamacpp`` (a GGUF
     file, whose quantised weights ignore ``dtype``; ``pool_size`` finished rows -> half as many KV sequence
-    slots), or random weights of a shipped architecture (``random``: :mod:`lrref.backends.random_weights`)."""
+    slots; ``prefix_caching``: KV reuse across requests), or random weights of a shipped architecture
+    (``random``: :mod:`lrref.backends.random_weights`)."""
     if random is not None:
         from .hf_random import RandomBackend
 
@@ -19,7 +20,7 @@ def draft_backend(kind: str, path: str, dtype: str, threads: int, pool_size: int
     if kind == "llamacpp":
         from .llamacpp import LlamaCppBackend
 
-        return LlamaCppBackend(path, threads=threads, slots=max(2, pool_size // 2))
+        return LlamaCppBackend(path, threads=threads, slots=max(2, pool_size // 2), prefix_caching=prefix_caching)
     from .hf import HFBackend
 
     return HFBackend(path, dtype=dtype, threads=threads, pool_size=pool_size, device=device)

@@ -61,7 +61,6 @@ DTYPE_NOTE = "--dtype does not apply: GGUF quantised weights"
 # --- slots: sequence ids with their KV-resident token ids ---------------------------------------------
 
 
-PREFIX_CACHING_ENV = "LRREF_PREFIX_CACHING"  #: "0": no KV reuse across requests (``--no-prefix-caching``)
 
 
 @dataclass
@@ -187,14 +186,13 @@ class LlamaCppBackend:
     :param ctx_per_seq: KV positions per sequence (rounded up to 256; grows when an idle backend needs more).
     :param n_batch: most tokens in one ``llama_decode`` (a larger pass is split).
     :param flash_attn: llama.cpp flash attention: -1 auto, 0 off, 1 on.
-    :param prefix_caching: reuse KV that other requests fed (default: the ``LRREF_PREFIX_CACHING`` environment
-        variable, else on).
+    :param prefix_caching: reuse KV that other requests fed (False: ``--no-prefix-caching``).
     """
 
     pass_log: PassLog | None = None
 
     def __init__(self, path: str | os.PathLike, threads: int = 2, slots: int = 8, ctx_per_seq: int = 2048,
-                 n_batch: int = 512, flash_attn: int = -1, name: str | None = None, prefix_caching: bool | None = None):
+                 n_batch: int = 512, flash_attn: int = -1, name: str | None = None, prefix_caching: bool = True):
         from . import llamacpp_ffi as ffi
         from .llamacpp_tokenizer import GGUFTokenizer, quant_name
 
@@ -208,8 +206,6 @@ class LlamaCppBackend:
         self.eos_ids = self.tok.eos_ids
         self.quant = quant_name(self.lib, self.model)
         self.threads, self.n_slots, self.n_batch, self.flash_attn = threads, slots, n_batch, flash_attn
-        if prefix_caching is None:  # the draft process inherits the command's choice through the environment
-            prefix_caching = os.environ.get(PREFIX_CACHING_ENV, "1") != "0"
         self.prefix_caching = prefix_caching  #: reuse KV across requests (a shared system prompt, ...)
         self.stats = BackendStats()
         self.ctx = None

@@ -53,13 +53,16 @@ class Decoder:
     :param draft_kind: backend of lr-async's draft process (:data:`lrref.decode.draft_worker.DRAFT_KINDS`).
     :param draft_random: lr-async's draft process builds random weights
         (:meth:`lrref.backends.random_weights.RandomWeights.model`) instead of loading ``draft_path``.
+    :param prefix_caching: lr-async's llama.cpp draft process reuses KV across requests (False: every request
+        prefills its whole prompt, as the target backend given with ``prefix_caching=False``).
     :raises InputError: a mode without the draft or verifier it needs.
     :raises lrref.decode.draft_worker.WorkerError: lr-async's draft process did not start.
     """
 
     def __init__(self, cfg: DecodeConfig, target: Backend, draft: Backend | None = None,
                  verifier: Verifier | None = None, trace: TraceWriter | None = None, draft_path: str | None = None,
-                 draft_dtype: str | None = None, draft_kind: str = "hf", draft_random: dict | None = None):
+                 draft_dtype: str | None = None, draft_kind: str = "hf", draft_random: dict | None = None,
+                 prefix_caching: bool = True):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
         self.worker: DraftWorker | None = None
@@ -73,7 +76,8 @@ class Decoder:
             t0 = trace.t0 if trace else self.clock.t0
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
                                       cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
-                                      kind=draft_kind, device=cfg.draft_on, random=draft_random)
+                                      kind=draft_kind, device=cfg.draft_on, random=draft_random,
+                                      prefix_caching=prefix_caching)
 
     def close(self) -> None:
         """Stop the draft process (lr-async)."""

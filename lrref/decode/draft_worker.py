@@ -73,10 +73,11 @@ class _Chain:
 
 
 def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
-                ngram: dict, pool_size: int, kind: str = "hf", device: str = "cpu", random: dict | None = None) -> None:
+                ngram: dict, pool_size: int, kind: str = "hf", device: str = "cpu", random: dict | None = None,
+                prefix_caching: bool = True) -> None:
     """Entry point of the draft process (``kind``: one of :data:`DRAFT_KINDS`)."""
     try:
-        be = draft_backend(kind, path, dtype, threads, pool_size, device, random)
+        be = draft_backend(kind, path, dtype, threads, pool_size, device, random, prefix_caching)
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
         eng = be.engine(samp, NgramConfig(**ngram), clock)
@@ -145,12 +146,13 @@ class DraftWorker:
     :param device: torch device of an hf draft model ("cpu", "cuda", "cuda:N").
     :param random: random weights instead of the model at ``path``:
         :meth:`lrref.backends.random_weights.RandomWeights.model`.
+    :param prefix_caching: a llama.cpp draft reuses KV across requests (passed to the process at its start).
     :raises InputError: an unknown ``kind``, or an unknown ``dtype`` for ``hf``.
     """
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
                  ngram: NgramConfig = NgramConfig(), pool_size: int = 8, timeout: float = 600.0, kind: str = "hf",
-                 device: str = "cpu", random: dict | None = None):
+                 device: str = "cpu", random: dict | None = None, prefix_caching: bool = True):
         if kind not in DRAFT_KINDS:
             raise InputError(f"draft process backend must be one of {', '.join(DRAFT_KINDS)}, got {kind!r}")
         if kind == "hf":
@@ -159,7 +161,7 @@ class DraftWorker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=worker_main, daemon=True,
                                 args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
-                                      pool_size, kind, device, random))
+                                      pool_size, kind, device, random, prefix_caching))
         self.proc.start()
         child.close()
         self._forward_seen = 0.0

@@ -201,6 +201,7 @@ class PassFit:
     context: tuple[float, float]
     residual: float  #: rms of (fit - y) / y
     outliers: int = 0  #: passes more than :data:`OUTLIER` times slower than the fit (a busy machine?)
+    verified: int = 0  #: passes that computed more logits than rows (a row verifying speculated tokens)
 
     def g(self, n: float) -> float:
         return self.slope * n + sum(h * max(0.0, n - k) for h, k in zip(self.hinges, KNOTS))
@@ -216,7 +217,10 @@ class PassFit:
                 f"row + g(n) + {1e6 * self.e:.3f} us per position and cached token; one row of 1, 2, 4, 16, 64 "
                 f"positions: {', '.join(ms)} ms; rms relative residual {100 * self.residual:.1f}%"
                 + (f"; {self.outliers} pass(es) ({100 * self.outliers / self.passes:.1f}%) over {OUTLIER:g}x the "
-                   "fit: outliers (was the machine busy?)" if self.outliers else ""))
+                   "fit: outliers (was the machine busy?)" if self.outliers else "")
+                + ("" if self.verified else "; no pass computed more than one position's logits per row, so a pass "
+                   "verifying speculated tokens (n-gram) is priced between decode and prefill passes, without the "
+                   "logits of its extra positions (too cheap)"))
 
 
 def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
@@ -234,7 +238,8 @@ def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
     ratio = y / np.array([fit.seconds(*x) for x in zip(L, b, n)])  # recorded / fitted
     rel = 1 / ratio - 1
     return PassFit(**{**fit.__dict__, "residual": float(np.sqrt(np.mean(rel**2))),
-                      "outliers": int(np.sum(ratio > OUTLIER))})
+                      "outliers": int(np.sum(ratio > OUTLIER)),
+                      "verified": sum(getattr(p, "outputs", 1) > p.rows for p in passes)})
 
 
 def _pass_entry(name: str, fit: PassFit) -> ArchProfile:

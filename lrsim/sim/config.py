@@ -68,6 +68,11 @@ class SimConfig:
                           "0..j-1, an async row the draft it adds); with 'last' and 'unseen' the drafter prefills "
                           "the target's committed step after it, and each request starts by prefilling its prompt "
                           "on both (event engine only)", "none")
+    prompt_cached: float = option("with prefill: share of each request's prompt the target already holds in its KV "
+                                  "when the request starts, so its first pass prefills only the rest (another run of "
+                                  "the same request left it: lrref's bench runs a problem's modes one after another "
+                                  "on one engine); 0: it prefills the whole prompt", 0.0)
+    draft_prompt_cached: float = option("the same for the drafter", 0.0)
     overlap_accepted: Dist | None = option("with prefill, async: share of a draft step's tokens the target's own step "
                                            "at its position repeats from its start, when the draft is accepted: a "
                                            "target row conditioned on that draft finds that much of it in the KV "
@@ -142,7 +147,7 @@ def validate(cfg: SimConfig) -> None:
 def _check_numbers(cfg: SimConfig) -> None:
     if cfg.mode not in MODES:
         raise InputError(f"unknown mode {cfg.mode!r}: expected one of {', '.join(MODES)}")
-    for name in ("alpha1", "alpha2", "correlation", "spec_fill"):
+    for name in ("alpha1", "alpha2", "correlation", "spec_fill", "prompt_cached", "draft_prompt_cached"):
         _unit(name, getattr(cfg, name))
     for name in ("c1", "c2"):
         v = getattr(cfg, name)

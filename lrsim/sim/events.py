@@ -54,7 +54,8 @@ class EventRun:
         self.finite = math.isfinite(self.rem)  # without finite requests the context stays at the prompt
         self.prefill = cfg.prefill  # what the engine feeds besides each step's own positions (SimConfig.prefill)
         prompt = cfg.prompt_tokens if self.prefill != "none" else 0
-        self.prompt_due = self.catchup = prompt  # the target's and the drafter's prefill of the first prompt
+        self.prompt_due = prompt  # the target's prefill of the first prompt (less what its KV holds: target_job)
+        self.catchup = self.uncached(prompt, cfg.draft_prompt_cached)  # the drafter's
 
     def main(self):
         """The scheduler's SimPy process (a generator)."""
@@ -79,6 +80,12 @@ class EventRun:
         d = int(drafts[pos - 1][2][0])
         return max(0, d - int(self.reused(pos, d)))
 
+    @staticmethod
+    def uncached(prompt: int, cached: float) -> int:
+        """Tokens of a ``prompt`` a model prefills when its KV already holds the share ``cached`` of it
+        (:attr:`SimConfig.prompt_cached`)."""
+        return prompt - round(prompt * cached) if cached else prompt
+
     def reused(self, pos: int, draft_tokens: int) -> float:
         """Tokens of the draft before row ``pos`` it finds in KV another row of the request wrote (none here; the
         async pipeline's rows start one by one, see :meth:`lrsim.sim.sched_async.AsyncRun.reused`)."""
@@ -89,8 +96,8 @@ class EventRun:
         L = min(self.tlen(), cap)
         passes, written = self.tpasses.one(L, carried)
         pre = self.draft_prefill(pos)
-        if pos == 0 and self.prompt_due:  # the request's first step also prefills its prompt
-            pre, self.prompt_due = pre + self.prompt_due, 0
+        if pos == 0 and self.prompt_due:  # the request's first step also prefills its prompt (what KV lacks)
+            pre, self.prompt_due = pre + self.uncached(self.prompt_due, self.cfg.prompt_cached), 0
         return Job(pos, L, passes, written, pre)
 
     def draft(self, depth: int, cap: float, now: float) -> tuple[simpy.Event, list]:
@@ -150,7 +157,8 @@ class EventRun:
             self.rem = self.work.next_request()
             self.in_request = 0
             if self.prefill != "none":  # the next request starts by prefilling its prompt on both models
-                self.prompt_due = self.catchup = self.cfg.prompt_tokens
+                self.prompt_due = self.cfg.prompt_tokens
+                self.catchup = self.uncached(self.cfg.prompt_tokens, self.cfg.draft_prompt_cached)
             return True
         return False
 
