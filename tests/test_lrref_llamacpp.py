@@ -126,6 +126,10 @@ def test_without_prefix_caching_a_request_reuses_only_its_own_kv(tiny):
         assert cold.stats.reused_tokens == r0  # request 1 prefilled all of its prompt
         cold.generate_steps([StepRequest(tuple(p), 4, request=1), StepRequest(tuple(p), 4, request=1)], Sampling())
         assert cold.stats.reused_tokens - r0 >= 2 * (len(p) - 1)  # its own KV: reused by both rows
+        r1 = cold.stats.reused_tokens
+        cold.begin_run()  # the next mode of a bench: its request 1 is another request, whatever its index
+        cold.generate_steps([StepRequest(tuple(p), 4, request=1)], Sampling())
+        assert cold.stats.reused_tokens == r1
     finally:
         cold.close()
     warm = LlamaCppBackend(path, threads=1, slots=4)

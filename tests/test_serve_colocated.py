@@ -88,3 +88,20 @@ def test_colocated_bad_value_is_one_line(capsys, bad):
     assert cli.main(["serve", "--rate", "0.5", "--modes", "lr-async", "--colocated", bad]) == 2
     err = capsys.readouterr().err.strip()
     assert "colocated" in err and "\n" not in err
+
+
+def test_serve_calibrated_from_traces_takes_their_placement(tmp_path):
+    """A trace records where its roles ran (setting.colocated); serve calibrated from it runs them the same way."""
+    from lrsim.serve.calibration import placement
+    from lrsim.sim import SimConfig, simulate
+    from lrsim.trace import read_trace, recorded_setting
+
+    paths = []
+    for mode, col in (("sync", "draft+verifier"), ("async", "verifier"), ("ar", "none")):
+        p = tmp_path / f"{mode}.jsonl"
+        simulate(SimConfig(mode=mode, k1=1 if mode == "ar" else 3, steps=20, colocated=col,
+                           engine="des" if mode != "async" else "auto"), trace=p)
+        paths.append(p)
+    traces = [read_trace(p) for p in paths]
+    assert [recorded_setting(t.header).colocated for t in traces] == ["draft+verifier", "verifier", "none"]
+    assert placement(traces) == {"sync": "draft+verifier", "async": "verifier", "ar": "none"}

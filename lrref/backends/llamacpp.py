@@ -69,7 +69,7 @@ class _Slot:
     ids: list[int] = field(default_factory=list)  # tokens whose KV sits at positions 0..len-1
     owner: int | None = None  # handle of the running row
     used: int = 0  # last use (LRU)
-    request: int | None = None  # the request whose row fed its KV
+    request: tuple | None = None  # (run, request) whose row fed its KV
 
 
 def _common(a: Sequence[int], b: Sequence[int], limit: int) -> int:
@@ -207,6 +207,7 @@ class LlamaCppBackend:
         self.quant = quant_name(self.lib, self.model)
         self.threads, self.n_slots, self.n_batch, self.flash_attn = threads, slots, n_batch, flash_attn
         self.prefix_caching = prefix_caching  #: reuse KV across requests (a shared system prompt, ...)
+        self.run = 0  #: which run (a decoder: one mode of a bench) the requests belong to (:meth:`begin_run`)
         self.stats = BackendStats()
         self.ctx = None
         self._handles = self._tick = 0
@@ -269,7 +270,8 @@ class LlamaCppBackend:
         ids, limit = row.ids, len(row.ids) - 1
         free = [s for s in self.slots if s.owner is None]
         mine = self.prefix_caching or row.request is None
-        common = {s.seq: _common(s.ids, ids, limit) if mine or s.request == row.request else 0 for s in self.slots}
+        key = (self.run, row.request)  # a request of this run: another mode's request 0 is not this one
+        common = {s.seq: _common(s.ids, ids, limit) if mine or s.request == key else 0 for s in self.slots}
         dst = max(free, key=lambda s: (common[s.seq], -s.used))
         src = max(self.slots, key=lambda s: common[s.seq])
         c = common[dst.seq]
@@ -281,9 +283,14 @@ class LlamaCppBackend:
         if not self.lib.llama_memory_seq_rm(self.mem, dst.seq, c, -1):
             raise RuntimeError(f"llama.cpp could not drop positions >= {c} of sequence {dst.seq}")
         self._tick += 1
-        dst.ids, dst.owner, dst.used, dst.request = ids[:c], row.handle, self._tick, row.request
+        dst.ids, dst.owner, dst.used, dst.request = ids[:c], row.handle, self._tick, key
         row.slot, row.pending, row.cached_tokens = dst, ids[c:], c
         self.stats.reused_tokens += c
+
+    def begin_run(self) -> None:
+        """A new run starts (one mode of ``lrref bench``): without prefix caching, KV its requests fed before
+        belongs to another run (request indices start at 0 in every mode, so they alone would match)."""
+        self.run += 1
 
     def release(self, slot: _Slot) -> None:
         """The row is done: its slot keeps the KV of ``slot.ids`` for later prefixes."""

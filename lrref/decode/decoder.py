@@ -65,6 +65,9 @@ class Decoder:
                  prefix_caching: bool = True):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
+        for be in (target, draft):  # a new run: KV another mode's requests fed is not this run's (llama.cpp)
+            if be is not None and hasattr(be, "begin_run"):
+                be.begin_run()
         self.worker: DraftWorker | None = None
         if cfg.is_lr and verifier is None:
             raise InputError(f"mode {cfg.mode} needs a verifier")
@@ -267,9 +270,20 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
     # lr-async's target runs on target_threads (the draft process has the rest)
     s = lookahead_schedule(cfg.base, cfg.gamma)
     setting = Setting(s.mode, s.k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if s.mode != "ar" else 1,
-                      s.verify_calls, hardware_label(cfg, gpu), cfg.concurrency)
+                      s.verify_calls, hardware_label(cfg, gpu), cfg.concurrency, placement(cfg))
     return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
                   backend=backend, hardware=hw, notes=notes)
+
+
+def placement(cfg: DecodeConfig) -> str:
+    """Which roles ran on the target's device (the setting's ``colocated``): lr-sync's draft and every verifier
+    run in the target's process, on its threads or GPU; lr-async's draft process has threads of its own on a CPU
+    (``--draft-threads``), but shares a GPU it runs on with the target."""
+    if not cfg.is_lr:
+        return "none"
+    if cfg.base == "lr-async" and not (cfg.draft_on.startswith("cuda") and cfg.draft_on == cfg.device):
+        return "verifier"
+    return "draft+verifier"
 
 
 def hardware_label(cfg: DecodeConfig, gpu: str | None = None) -> str:

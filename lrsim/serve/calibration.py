@@ -48,3 +48,17 @@ def length_pairs(traces: Sequence[Trace]) -> tuple[tuple[int, int], ...]:
     if not pairs:
         raise InputError("these traces record no request with both prompt and output tokens")
     return pairs
+
+
+def placement(traces: Sequence[Trace]) -> dict[str, str]:
+    """Per simulator mode, the roles the traces' runs had on the target's device (their setting's ``colocated``;
+    a mode recorded with several placements: the one most of its traces had)."""
+    from collections import Counter
+
+    from ..trace import recorded_setting
+
+    seen: dict[str, Counter] = {}
+    for t in traces:
+        s = recorded_setting(t.header)
+        seen.setdefault(s.mode, Counter())[s.colocated] += 1
+    return {mode: c.most_common(1)[0][0] for mode, c in seen.items()}

@@ -73,10 +73,11 @@ def build_config(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpe
     if getattr(a, "serve_seed", None) is not None:
         kw["seed"] = a.serve_seed
     if traces:
-        from .calibration import length_pairs
+        from .calibration import length_pairs, placement
 
         if "prompt_tokens" not in kw and "output_tokens" not in kw:
             kw["pairs"] = length_pairs(traces)
+        kw["placement"] = placement(traces)
     if getattr(a, "arrivals", None):
         rows = read_arrivals(a.arrivals)
         kw["trace_arrivals"] = rows

@@ -64,6 +64,9 @@ class ServeConfig:
     hardware: HardwareSpec | None = option("latency profile, architectures and policies pricing each mode's "
                                            "target and draft passes on that mode's setup (None: the decoding "
                                            "settings' own costs)")
+    placement: dict | None = option("roles on the target's device per simulator mode ('sync' -> 'draft+verifier', "
+                                    "...): what the traces the run is calibrated from recorded (their setting's "
+                                    "colocated); None: the decoding settings' and the hardware's")
     replications: int = option("independent replications (intervals are over them)", 4)
     warmup: float = option("share of requests dropped at each end of a run (warm-up and drain)", 0.1)
     seed: int = option("random seed", 0)
@@ -133,6 +136,8 @@ def mode_config(cfg: ServeConfig, mode: str, seed: int = 0) -> SimConfig:
     k1 = 1 if mode in ("ar", "sd") else sim.k1
     k2 = 1 if mode == "ar" else sim.k2
     sim = replace(sim, mode=SIM_MODE[mode], k1=k1, k2=k2, seed=seed, steps=1)
+    if cfg.placement and sim.mode in cfg.placement and sim.colocated == "none":
+        sim = replace(sim, colocated=cfg.placement[sim.mode])  # as the traces' own runs placed their roles
     hw = cfg.hardware
     if hw is None:
         return sim

@@ -110,7 +110,7 @@ def setting(cfg: SimConfig) -> Setting:
     """The run in the trace header's terms (ar runs one target sequence: ``k1 = W = 1``)."""
     if cfg.mode == "ar":
         return Setting("ar", 1, cfg.k2, 1, cfg.verify_calls, HARDWARE)
-    return Setting(cfg.mode, cfg.k1, cfg.k2, cfg.width, cfg.verify_calls, HARDWARE)
+    return Setting(cfg.mode, cfg.k1, cfg.k2, cfg.width, cfg.verify_calls, HARDWARE, colocated=cfg.colocated)
 
 
 def make_trace(res: SimResult, cfg: SimConfig, rows: list[StepRecord], accepted: int) -> Trace:
