@@ -94,6 +94,7 @@ class ModeStats:
     tpots: list = field(default_factory=list)  # per request: latency / output tokens, s
     outcomes: dict = field(default_factory=dict)  # problem index -> answer right (None: no reference)
     capped: int = 0  # requests that stopped at the token cap
+    draft_overlapped: bool = False  # the draft ran in its own process (lr-async): its time is not the main's
 
     def add(self, r, correct: bool | None, answer: str | None, index: int | None = None) -> None:
         self.latencies.append(r.wall_s)
@@ -116,11 +117,12 @@ class ModeStats:
         self.answers.append(answer)
         self.outcomes[self.requests - 1 if index is None else index] = correct
         self.capped += getattr(r, "finish", None) == "max_tokens"
+        self.draft_overlapped = self.draft_overlapped or bool(getattr(r, "draft_overlapped", False))
 
     def span(self, wall_s: float) -> None:
         """Several requests at once: the mode's wall time is its span, and its overhead what the models left."""
         self.wall_s = wall_s
-        draft_inline = self.draft_s if not self.wait_s else 0.0
+        draft_inline = 0.0 if self.draft_overlapped else self.draft_s
         self.overhead_s = wall_s - self.target_s - self.verify_s - self.wait_s - draft_inline
 
     def latency_row(self) -> dict:
@@ -144,7 +146,7 @@ class ModeStats:
             "accuracy": round(self.correct / self.requests, 3) if self.requests else None,
             "accuracy_ci95": [round(lo, 3), round(hi, 3)], "correct": self.correct, "capped": self.capped,
             "target_share": round(self.target_s / w, 3), "draft_s": round(self.draft_s, 2),
-            "draft_share_inline": None if self.wait_s or not self.draft_s else round(self.draft_s / w, 3),
+            "draft_share_inline": None if self.draft_overlapped or not self.draft_s else round(self.draft_s / w, 3),
             "verify_share": round(self.verify_s / w, 3), "wait_share": round(self.wait_s / w, 3),
             "overhead_share": round(self.overhead_s / w, 4),
         } | self.latency_row() | {"trace": self.trace}

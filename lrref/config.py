@@ -24,8 +24,6 @@ BACKENDS = ("auto", "hf", "vllm", "llamacpp")  # --backend, SessionConfig.backen
 MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
-ASYNC_CONCURRENCY = ("--concurrency > 1 is not supported for lr-async (its draft process serves one chain at a "
-                     "time); use ar, sd or lr-sync[+sd]")
 
 
 def config_dict(obj) -> dict:
@@ -102,8 +100,6 @@ class DecodeConfig:
             v = getattr(self, name)
             if v is not None and not DEVICE.match(v):
                 raise InputError(f"{name.replace('_', '-')} must be cpu, cuda or cuda:N, got {v!r}")
-        if self.concurrency > 1 and base == "lr-async":
-            raise InputError(ASYNC_CONCURRENCY)
         if self.width > 1 and base != "lr-sync":
             raise InputError("width > 1 is implemented for lr-sync only")
         if self.width > 1 and self.draft_sampling.greedy:

@@ -37,7 +37,7 @@ def lrref(*args, env=None):
     (["bench", "--verifier", "maths"], "invalid choice: 'maths'"),
     (["bench", "--dataset", "gsm8k-train"], "(bundled: bundled, gsm8k-test)"),
     (["bench", "--modes", "ar,sd", "--backend", "vllm"], "builds n-gram into the engine"),
-    (["bench", "--modes", "ar,lr-async", "--concurrency", "2"], "not supported for lr-async"),
+    (["bench", "--modes", "ar,lr-async", "--concurrency", "2"], "is not prepared in"),  # accepted: models next
     (["bench", "--modes", "ar", "--concurrency", "0"], "concurrency must be >= 1"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message, tmp_path):
@@ -66,8 +66,8 @@ def test_help_and_validation_do_not_import_torch():
             "lrref.backends.build, lrref.backends.auto, lrref.host.cpu, lrref.host.load, lrref.decode.rows, "
             "lrref.decode.request, lrref.decode.lr_sync, lrref.decode.lr_async, lrref.backends.llamacpp, "
             "lrref.backends.llamacpp_ffi, lrref.backends.llamacpp_tokenizer, lrref.backends.np_sampling, "
-            "lrref.decode.jobs, lrref.decode.closed_loop, lrref.backends.random_weights, lrref.archs, "
-            "lrref.profiling.profile, lrref.session;"
+            "lrref.decode.jobs, lrref.decode.closed_loop, lrref.decode.messages, lrref.backends.random_weights, "
+            "lrref.archs, lrref.profiling.profile, lrref.session;"
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert lrref("--help").returncode == 0

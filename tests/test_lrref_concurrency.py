@@ -1,13 +1,16 @@
-"""Several requests at once (``Decoder.run_many``, :mod:`lrref.decode.closed_loop`) on the toy backend (no model).
+"""Several requests at once (``Decoder.run_many``, :mod:`lrref.decode.closed_loop`) on the toy backend (no model),
+and lr-async under concurrency on random weights (its real draft process, no prepared model).
 
 The toy's numerics do not depend on the batch, so every request must decode exactly as it does alone; the
-real-model version of these checks (float32 SmolLM2) is in ``test_lrref_real.py``.
+real-model version of these checks (float32 SmolLM2) is in ``test_lrref_real.py``, the llama.cpp one (lr-async
+against ar up to a tie) in ``test_lrref_llamacpp.py``.
 """
 
 import itertools
+import json
 
 import pytest
-from toy import ToyBackend, toy_decoder
+from toy import FakeWorker, ToyBackend, toy_decoder
 
 from lrref.config import DecodeConfig
 from lrref.decode.decoder import Decoder
@@ -106,8 +109,87 @@ def test_random_verifier_runs_concurrently(tmp_path):
     assert len([s for s in tr.steps if s.committed]) == sum(len(r.steps) for r in res)
 
 
-def test_lr_async_refuses_concurrency(tmp_path):
-    with pytest.raises(InputError, match="not supported for lr-async"):
-        DecodeConfig(mode="lr-async", concurrency=2)
+def test_concurrency_is_checked_and_lr_async_takes_it():
     with pytest.raises(InputError, match="concurrency must be >= 1"):
         DecodeConfig(mode="ar", concurrency=0)
+    assert DecodeConfig(mode="lr-async+sd", concurrency=4).concurrency == 4
+
+
+# --- lr-async: the pipeline on the shared drivers ---------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_worker(monkeypatch):
+    """lr-async's draft process replaced by :class:`toy.FakeWorker` (in process, deterministic)."""
+    import lrref.decode.decoder
+
+    monkeypatch.setattr(lrref.decode.decoder, "DraftWorker", FakeWorker)
+
+
+@pytest.mark.parametrize("mode", ["lr-async", "lr-async+sd"])
+def test_lr_async_closed_loop_at_1_is_the_single_request_driver(tmp_path, fake_worker, mode):
+    """At concurrency 1 the closed loop asks the draft process and the target exactly what the single-request
+    driver asks, in the same order: rows equal but timings (the fake draft process does one thing per look)."""
+    one, t1 = decode(tmp_path, mode, 1, many=False, verifier=RandomVerifier(0.6, seed=5))
+    loop, tl = decode(tmp_path, mode, 1, verifier=RandomVerifier(0.6, seed=5))
+    assert [r.ids for r in loop] == [r.ids for r in one] and [r.finish for r in loop] == [r.finish for r in one]
+    assert [rows_of(tl, i) for i in range(len(PROMPTS))] == [rows_of(t1, i) for i in range(len(PROMPTS))]
+    assert [s.request for s in tl.steps] == [s.request for s in t1.steps]
+    assert any(s.cancelled for s in tl.steps) and any(s.committed == "draft" for s in tl.steps)
+
+
+@pytest.mark.parametrize("mode", ["lr-async", "lr-async+sd"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_lr_async_requests_decode_as_alone_and_share_both_engines(tmp_path, fake_worker, mode, n):
+    """Greedy + token-identical verifier: every request's tokens are its tokens alone (drafts arrive at other
+    times, so the rows differ); target rows of different requests share passes, and so do their draft rows."""
+    one, _ = decode(tmp_path, mode, 1, many=False)
+    res, tr = decode(tmp_path, mode, n)
+    assert [r.ids for r in res] == [r.ids for r in one] and [r.finish for r in res] == [r.finish for r in one]
+    assert len([s for s in tr.steps if s.committed]) == sum(len(r.steps) for r in res)
+    assert sum(r.accepted_steps for r in res) == sum(s.committed == "draft" for s in tr.steps) > 0
+    assert all(r.draft_overlapped and r.draft_s > 0 for r in res)
+    timed = [s for s in tr.steps if s.target_start is not None]
+    assert any(a.request != b.request and a.target_start < b.target_end and b.target_start < a.target_end
+               for a in timed for b in timed)
+    drafts = [p for p in tr.passes if p.engine == "draft"]
+    assert drafts and any(p.rows > 1 and len(p.requests) > 1 for p in drafts)  # one draft engine for all
+    spans = sorted((q.start, q.end) for q in tr.requests)
+    assert all(1 <= sum(s <= start < e for s, e in spans) <= n for start, _ in spans)
+    assert recorded_setting(tr.header).concurrency == n and not tr.warnings
+
+
+# random weights: the real draft process (hf), no prepared model; both lr-async modes at N = 2 in one bench each
+RANDOM = ["--random-weights", "tiny", "--threshold", "0.5", "--n", "4", "--concurrency", "2", "--max-tokens", "36",
+          "--max-step-tokens", "6", "--gamma", "2", "--prompt-tokens", "12", "--async-threads", "1,1"]
+
+
+@pytest.mark.parametrize("mode", ["lr-async", "lr-async+sd"])
+def test_lr_async_bench_at_concurrency_2_on_random_weights(tmp_path, capsys, mode):
+    """``lrref bench --concurrency 2`` in lr-async: a valid trace lrsim reads and calibrates, whose draft passes
+    batched the rows of two requests."""
+    pytest.importorskip("torch")
+    from lrref import cli
+    from lrsim.cli import main as lrsim_main
+
+    out = tmp_path / "b"
+    assert cli.main(["bench", "--modes", mode, "--out", str(out), "--json", *RANDOM]) == 0
+    row = json.loads(capsys.readouterr().out)["modes"][0]
+    assert row["concurrency"] == 2 and row["requests"] == 4 and row["tokens"] == 4 * 36
+    assert row["draft_share_inline"] is None and row["wall_s"] < 4 * row["latency_mean_s"]
+    tp = out / f"trace-{mode.replace('+', '_')}.jsonl"
+    tr = read_trace(tp)
+    assert recorded_setting(tr.header).concurrency == 2 and tr.header.mode == "lr-async" and not tr.warnings
+    assert sorted(q.request for q in tr.requests) == [0, 1, 2, 3]
+    assert all(q.output_tokens == 36 for q in tr.requests)
+    assert len([s for s in tr.steps if s.committed]) == sum(q.steps for q in tr.requests)
+    starts = sorted(q.start for q in tr.requests)
+    assert starts[1] < min(q.end for q in tr.requests)  # two requests in flight
+    by = {e: [p for p in tr.passes if p.engine == e] for e in ("target", "draft")}
+    assert any(p.rows > 1 and len(p.requests) > 1 for p in by["target"])
+    assert any(p.rows > 1 and len(p.requests) > 1 for p in by["draft"])  # one draft engine served both
+    if mode.endswith("+sd"):
+        assert sum(s.ngram_drafted or 0 for s in tr.steps) > 0
+    assert lrsim_main(["calibrate", str(tp), "--json"]) == 0
+    cal = json.loads(capsys.readouterr().out)
+    assert cal["alpha1"] is not None and cal["requests"] == 4

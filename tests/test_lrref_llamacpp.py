@@ -249,8 +249,8 @@ def test_judge_and_score_verifiers_run_on_this_backend(tiny):
 
 
 def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
-    """Both questions decoded in ``mode`` (the lr-async draft in a llama.cpp draft process); results, trace, and
-    the row-passes the target engine ran."""
+    """Both questions decoded in ``mode`` (the lr-async draft in a llama.cpp draft process), one after the other or,
+    with ``concurrency`` 2, at once (a closed loop); results, trace, and the row-passes the target engine ran."""
     from lrref.decode.decoder import DecodeConfig, Decoder, make_header
     from lrref.backends.llamacpp import header_info
     from lrref.verify.verifiers import ExactVerifier
@@ -260,7 +260,7 @@ def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
     base = {"mode": mode, "gamma": 3, "max_step_tokens": 20, "max_tokens": 56, "draft_temperature": 0.4, "threads": 1,
             "target_threads": 1, "draft_threads": 1, "log_text": True}
     cfg = DecodeConfig(**(base | kw))
-    tp = tmp_path / f"{mode.replace('+', '_')}-{kw.get('width', 1)}.jsonl"
+    tp = tmp_path / f"{mode.replace('+', '_')}-{kw.get('width', 1)}-{cfg.concurrency}.jsonl"
     info = header_info(tgt, path if cfg.is_lr else None, cfg.main_threads, cfg.draft_threads)
     tw = TraceWriter(tp, make_header(cfg, {"target": path, "draft": path}, "llamacpp", {"name": "exact"},
                                      backend_info=info))
@@ -269,7 +269,11 @@ def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
                   draft_kind="llamacpp")
     f0 = sum(b * n for b, n in tgt.stats.pass_rows.items())
     try:
-        res = [dec.run(i, tgt.encode_chat(q, cfg.system)) for i, q in enumerate(QS)]
+        prompts = [(i, tgt.encode_chat(q, cfg.system)) for i, q in enumerate(QS)]
+        if cfg.concurrency > 1:
+            res = dec.run_many(prompts, cfg.concurrency)
+        else:
+            res = [dec.run(i, p) for i, p in prompts]
     finally:
         dec.close()
         tw.close()
@@ -305,9 +309,12 @@ def _gaps(lg, tokens: tuple[int, ...]) -> list[float]:
 @needs_binding
 @pytest.mark.models
 @pytest.mark.parametrize("mode, kw", [("sd", {}), ("lr-sync", {}), ("lr-sync+sd", {}), ("lr-async", {}),
-                                      ("lr-async+sd", {}), ("lr-sync", {"width": 2, "gamma": 2})])
+                                      ("lr-async+sd", {}), ("lr-sync", {"width": 2, "gamma": 2}),
+                                      ("lr-async", {"concurrency": 2}), ("lr-async+sd", {"concurrency": 2})])
 def test_lossless_against_own_ar(tiny, runs, mode, kw):
-    """Every token equals ar's, except that the two may part where ar's top two tokens are a float tie (TIE)."""
+    """Every token equals ar's, except that the two may part where ar's top two tokens are a float tie (TIE); with
+    ``concurrency`` 2 both requests decode at once, each against its own ar run, their target rows sharing passes
+    and their draft rows the draft process's passes."""
     _, tgt, _ = tiny
     ref, _, _ = runs("ar")
     res, tr, _ = runs(mode, **kw)
@@ -325,6 +332,11 @@ def test_lossless_against_own_ar(tiny, runs, mode, kw):
         assert decided and all((s.verifier == "identical") == bool(s.decision) for s in decided)
     if "+sd" in mode or mode == "sd":
         assert sum(s.ngram_drafted or 0 for s in tr.steps) > 0
+    if kw.get("concurrency", 1) > 1:
+        assert tr.header.setting["concurrency"] == 2 and max(q.start for q in tr.requests) < min(
+            q.end for q in tr.requests)
+        for engine in ("target", "draft"):
+            assert any(p.requests == [0, 1] for p in tr.passes if p.engine == engine), engine
 
 
 @needs_binding

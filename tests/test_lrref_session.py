@@ -37,7 +37,6 @@ def config(**kw):
     (dict(modes=()), "modes must list distinct modes"),
     (dict(backend="tpu"), "backend must be one of auto, hf, vllm, llamacpp, got 'tpu'"),
     (dict(modes=("lr-async",), width=2), "width > 1 is implemented for lr-sync only"),
-    (dict(modes=("ar", "lr-async"), concurrency=2), "not supported for lr-async"),
     (dict(device="gpu"), "device must be cpu, cuda or cuda:N"),
     (dict(threads=-1), "threads must be >= 0, got -1"),
     (dict(top_p=0.0), "bad sampling"),
@@ -57,12 +56,18 @@ def test_bad_config_is_one_line(kw, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
+def test_every_mode_takes_concurrency():
+    """lr-async too: its requests share the target's passes and the one draft process's."""
+    c = config(modes=("ar", "sd", "lr-sync", "lr-async", "lr-async+sd"), concurrency=4)
+    assert {c.decode_config(m).concurrency for m in c.modes} == {4}
+
+
 @pytest.mark.parametrize("args", [
     ["generate", "--prompt", "hi", "--mode", "bogus"],
     ["generate", "--prompt", "hi", "--verifier", "math", "--threshold", "1.5"],
     ["generate", "--random-weights", "tiny", "--verifier", "exact"],
     ["generate", "--prompt-tokens", "10", "--prompt", "hi"],
-    ["bench", "--modes", "ar,lr-async", "--concurrency", "2"],
+    ["bench", "--modes", "ar", "--concurrency", "0"],
     ["bench", "--backend", "vllm", "--modes", "ar,sd"],
     ["generate", "--prompt", "hi", "--backend", "hf", "--no-prefix-caching"],
 ])

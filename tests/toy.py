@@ -12,6 +12,7 @@ from lrref.config import DecodeConfig
 from lrref.decode.decoder import Decoder, make_header
 from lrref.backends.steps import StepSplitter
 from lrref.verify.verifiers import ExactVerifier
+from lrref.decode.messages import Cancelled, Chain, Credit, Draft, Stop
 from lrref.decode.seed import step_seed
 from lrsim.trace import TraceWriter
 
@@ -113,51 +114,78 @@ class ToyEngine:
 
 
 class FakeWorker:
-    """The draft process, in process and deterministic: one draft step per poll, as
-    :mod:`lrref.decode.draft_worker` sends."""
+    """The draft process, in process and deterministic (:mod:`lrref.decode.draft_worker`'s messages and its
+    :class:`~lrref.decode.draft_worker.DraftWorker` interface): one chain per request, one toy engine for all of
+    them, and one action per poll: start the next step of every idle chain with credit, or else run the running
+    rows to their end."""
 
     def __init__(self, path, dtype, threads, t0, max_step, sampling, ngram=None, **kw):
         self.eng = ToyBackend("draft", deviate=0.3).engine(sampling, ngram)
-        self.max_step, self.chain, self.inbox, self.fwd, self.seen = max_step, None, [], 0.0, 0.0
+        self.max_step, self.chains, self.owner, self.inbox, self.draft_s = max_step, {}, {}, [], {}
 
-    def send(self, kind, *a):
-        if kind in ("chain", "idle") and self.chain and self.chain["handle"] is not None:
-            for _, out in self.eng.cancel([self.chain["handle"]]):
-                self.inbox.append(("cancelled", self.chain["epoch"], len(self.chain["made"]), out))
-        if kind == "chain":
-            epoch, prefix, rem, credit, seed, *_ = a
-            self.chain = {"epoch": epoch, "prefix": list(prefix), "rem": rem, "credit": credit, "seed": seed,
-                          "made": [], "handle": None, "eos": False}
-        elif kind == "idle":
-            self.chain = None
-        elif kind == "credit" and self.chain and a[0] == self.chain["epoch"]:
-            self.chain["credit"] += a[1]
+    @property
+    def pass_log(self):
+        return getattr(self.eng.be, "pass_log", None)
+
+    @pass_log.setter
+    def pass_log(self, log):  # the decoder attaches its trace's: the toy draft's passes are recorded
+        self.eng.be.pass_log = log
+
+    def send(self, msg):
+        match msg:
+            case Chain() | Stop():
+                c = self.chains.get(msg.request)
+                if c and c["handle"] is not None:
+                    for h, out in self.eng.cancel([c["handle"]]):
+                        self.owner.pop(h)
+                        self.inbox.append(Cancelled(msg.request, c["epoch"], len(c["made"]), out))
+                if isinstance(msg, Chain):
+                    self.chains[msg.request] = {"epoch": msg.epoch, "prefix": list(msg.prefix), "rem": msg.remaining,
+                                                "credit": msg.credit, "seed": msg.seed, "made": [], "handle": None,
+                                                "eos": False}
+                else:
+                    self.chains.pop(msg.request, None)
+            case Credit():
+                c = self.chains.get(msg.request)
+                if c and msg.epoch == c["epoch"]:
+                    c["credit"] += msg.n
+
+    def _next(self, r, c):
+        cap = min(self.max_step, c["rem"] - sum(len(m) for m in c["made"]))
+        if c["handle"] is None and not c["eos"] and len(c["made"]) < c["credit"] and cap > 0:
+            ids = tuple(c["prefix"] + [t for m in c["made"] for t in m])
+            return StepRequest(ids, cap, step_seed(c["seed"], len(c["made"])), r)
+        return None
 
     def poll(self, timeout=0.0):
-        c = self.chain
-        if c and c["handle"] is None and not c["eos"] and len(c["made"]) < c["credit"]:
-            cap = min(self.max_step, c["rem"] - sum(len(m) for m in c["made"]))
-            if cap > 0:
-                ids = tuple(c["prefix"] + [t for m in c["made"] for t in m])
-                c["handle"] = self.eng.add([StepRequest(ids, cap, step_seed(c["seed"], len(c["made"])))])[0]
-        elif c and c["handle"] is not None:
-            while c["handle"] in self.eng.rows:
-                for _, out in self.eng.step():
-                    self.inbox.append(("draft", c["epoch"], len(c["made"]), out))
+        new = [(r, c, q) for r, c in self.chains.items() for q in [self._next(r, c)] if q is not None]
+        if new:
+            for (r, c, _), h in zip(new, self.eng.add([q for _, _, q in new])):
+                c["handle"], self.owner[h] = h, r
+        else:
+            while self.eng.active:
+                for h, out in self.eng.step():
+                    r = self.owner.pop(h)
+                    c = self.chains[r]
+                    self.inbox.append(Draft(r, c["epoch"], len(c["made"]), out))
                     c["made"].append(out.ids)
                     c["handle"], c["eos"] = None, out.finish == "eos"
-                    self.fwd += 0.5
+                    self.draft_s[r] = self.draft_s.get(r, 0.0) + 0.5
         out, self.inbox = self.inbox, []
         return out
 
-    def new_forward_s(self):
-        new, self.seen = self.fwd - self.seen, self.fwd
-        return new
+    def settle(self, request):
+        self.inbox = [m for m in self.inbox if m.request != request]
+        return self.take_draft_s(request)
+
+    def clear(self):
+        self.inbox, self.draft_s = [], {}
+
+    def take_draft_s(self, request):
+        return self.draft_s.pop(request, 0.0)
 
     def close(self):
         pass
-
-
 
 
 DEFAULTS = {"gamma": 3, "max_step_tokens": 6, "max_tokens": 60, "threads": 0, "draft_temperature": 0.5,

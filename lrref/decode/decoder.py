@@ -4,9 +4,10 @@ All modes commit whole steps (:mod:`lrref.backends.steps`) and write one trace r
 per drafted candidate and per target-only step (:mod:`lrref.decode.rows`).  ``ar``/``sd``
 is one target step per cycle (here), ``lr-sync`` one :class:`lrref.decode.lr_sync.SyncCycle`
 per cycle, ``lr-async`` one :class:`lrref.decode.lr_async.AsyncPipeline` per request.
-ar/sd and lr-sync are job generators (:mod:`lrref.decode.jobs`): :meth:`Decoder.run`
+All are job generators (:mod:`lrref.decode.jobs`): :meth:`Decoder.run`
 decodes one request, :meth:`Decoder.run_many` several at once whose steps share
-batches (:mod:`lrref.decode.closed_loop`).
+batches (:mod:`lrref.decode.closed_loop`; lr-async's drafts share the one draft
+process's batches too).
 
 Lossless property: with greedy decoding and a verifier that accepts only
 token-identical steps (``exact`` with ``normalize=False``), every committed
@@ -27,12 +28,12 @@ from lrsim.trace import Header, RequestRecord, TraceWriter
 from ..answers import extract_answer, is_correct
 from ..backends.base import Backend, StepRequest
 from ..backends.passes import PassLog, attached
-from ..config import ASYNC_CONCURRENCY, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
+from ..config import BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
 from ..host.cpu import hardware_facts, resolve_dtype
 from ..verify.verifiers import Verifier
 from .closed_loop import ClosedLoop
 from .draft_worker import DraftWorker
-from .jobs import DRAFT, TARGET, Job, Lane, Steps, run_direct
+from .jobs import DRAFT, TARGET, AsyncSteps, Job, Lane, Steps, run_async_direct, run_direct
 from .lr_async import AsyncPipeline
 from .lr_sync import SyncCycle
 from .request import Committed, Request, Result
@@ -79,8 +80,8 @@ class Decoder:
             t0 = trace.t0 if trace else self.clock.t0
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
                                       cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
-                                      kind=draft_kind, device=cfg.draft_on, random=draft_random,
-                                      prefix_caching=prefix_caching)
+                                      pool_size=8 * cfg.concurrency, kind=draft_kind, device=cfg.draft_on,
+                                      random=draft_random, prefix_caching=prefix_caching)
 
     def close(self) -> None:
         """Stop the draft process (lr-async)."""
@@ -112,8 +113,9 @@ class Decoder:
         self._set_threads()
         with attached(self._pass_logs()):
             if self.cfg.base == "lr-async":
-                req.res.draft_overlapped = True
-                AsyncPipeline(req, self.worker).run()
+                eng = self.target.engine(self.cfg.sampling, self.cfg.ngram_cfg, self.clock)
+                run_async_direct(self._steps(req), eng, self.worker, req.index)
+                req.res.draft_s += self.worker.settle(req.index)  # its draft passes, the cancelled step's too
             else:
                 run_direct(request_steps(req), self.lanes, self.clock)
         res = req.res
@@ -128,31 +130,43 @@ class Decoder:
         """Decode ``(request, prompt ids)`` pairs ``concurrency`` at a time, in a closed loop.
 
         The next request starts as soon as one ends; the target steps of all requests in flight share one
-        running batch (and lr-sync's drafts one draft batch): :class:`lrref.decode.closed_loop.ClosedLoop`.  Each
-        result's ``wall_s`` is its latency; model time is shared among the requests of every pass by rows.
+        running batch (lr-sync's drafts one draft batch, lr-async's the draft process's):
+        :class:`lrref.decode.closed_loop.ClosedLoop`.  Each result's ``wall_s`` is its latency; model time is
+        shared among the requests of every pass by rows (lr-async's draft time too, from the draft's pass
+        records, except the passes of the draft step cancelled when a request ends, whose records arrive after it).
 
         :param done: called with each request's index and result as it ends.
         :param refs: request -> reference answer (as :meth:`run`'s ``answer_ref``).
-        :raises InputError: lr-async (its draft process serves one chain at a time).
         """
-        if self.cfg.base == "lr-async":
-            raise InputError(ASYNC_CONCURRENCY)
         self._set_threads()
         results: dict[int, Result] = {}
 
         def finish(req: Request) -> None:
             req.res.wall_s = self.clock() - req.res.start
+            if self.worker is not None:
+                req.res.draft_s += self.worker.take_draft_s(req.index)
             results[req.index] = self._finish(req, (refs or {}).get(req.index))
             if done is not None:
                 done(req.index, results[req.index])
 
-        def start(i: int, ids: Sequence[int]) -> tuple[Request, Steps]:
+        def start(i: int, ids: Sequence[int]) -> tuple[Request, Steps | AsyncSteps]:
             req = self._start(i, ids)
-            return req, request_steps(req)
+            return req, self._steps(req)
 
         with attached(self._pass_logs()):
-            ClosedLoop(self.lanes, self.clock, concurrency).run((start(i, ids) for i, ids in prompts), finish)
+            ClosedLoop(self.lanes, self.clock, concurrency, self.worker).run((start(i, ids) for i, ids in prompts),
+                                                                             finish)
+            if self.worker is not None:
+                self.worker.clear()
         return [results[i] for i, _ in prompts]
+
+    def _steps(self, req: Request) -> Steps | AsyncSteps:
+        """The request's job generator: lr-async's pipeline (its draft time is overlapped), else
+        :func:`request_steps`."""
+        if self.cfg.base == "lr-async":
+            req.res.draft_overlapped = True
+            return AsyncPipeline(req, self.worker.send).run()
+        return request_steps(req)
 
     def _pass_logs(self) -> dict:
         """``{model: PassLog}`` of this decoder's trace: the target, the draft (here or in the draft process), and

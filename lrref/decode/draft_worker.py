@@ -1,4 +1,4 @@
-"""The draft model in its own process, for ``lr-async``.
+"""The draft model in its own process, for ``lr-async``: one engine drafting for every request in flight.
 
 torch's intra-op thread pool is process-wide, so two models in one process
 cannot compute at the same time without fighting over (and oversubscribing)
@@ -8,20 +8,17 @@ process (default 1 thread): on this 2-core CPU each model gets a core.  The
 draft process runs the target's kind of backend (:data:`DRAFT_KINDS`: ``hf``,
 also for a vLLM target, or ``llamacpp`` on the draft's GGUF file).
 
-The worker drafts a *chain*: step j from ``prefix + d_0 .. d_{j-1}``, up to
-``credit`` steps ahead of what the main process has consumed; it sends each
-step as soon as it is done and checks for messages between forward passes,
-so a new chain (after a rejection) cancels stale work within one pass.
-
-Messages, main -> worker: ``("chain", epoch, prefix, remaining, credit, seed, request)``,
-``("credit", epoch, n)``, ``("idle",)``, ``("stats",)``, ``("quit",)``.
-Worker -> main: ``("ready", name)``, ``("draft", epoch, j, StepOut)``,
-``("cancelled", epoch, j, StepOut)``, ``("stats", dict)``, ``("error", text)``, and
-``("passes", [record dicts])``: the draft's forward passes since the last such
-message (:mod:`lrref.backends.passes`), sent just before a ``draft``, ``cancelled`` or
-``stats`` message (so the main process, which reads the next message at once,
-never waits on it); the main process writes them to its trace through
-:attr:`DraftWorker.pass_log`.
+The process keeps one draft *chain* per request (:class:`lrref.decode.messages.Chain`):
+step j from ``prefix + d_0 .. d_{j-1}``, up to ``credit`` steps ahead of what
+the main process has consumed.  One batched engine runs the next step of every
+chain with credit, so the draft rows of all requests in flight share its
+forward passes; each step is sent as soon as it is done, and messages are read
+between passes, so a request's new chain (after a rejection) cancels that
+request's stale row within one pass.  The messages are
+:mod:`lrref.decode.messages`; the draft's forward passes travel to the main
+process as :class:`~lrref.decode.messages.Passes`, which :class:`DraftWorker`
+writes to its :attr:`DraftWorker.pass_log` and shares among their requests
+(:meth:`DraftWorker.take_draft_s`).
 
 A worker that reports an error, exits or stops answering raises
 :class:`WorkerError` (a :class:`lrsim.errors.DomainError`: one line at the
@@ -35,16 +32,31 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
 
 from lrsim.errors import DomainError, InputError
 from lrsim.trace import PassRecord
 
-from ..backends.base import Backend, Sampling, StepRequest
+from ..backends.base import Backend, Engine, Sampling, StepRequest
 from ..backends.build import draft_backend
 from ..backends.ngram import NgramConfig
 from ..backends.passes import PassBuffer, PassLog
 from ..host.cpu import resolve_dtype
+from .messages import (
+    Cancelled,
+    Chain,
+    Credit,
+    Draft,
+    DraftMsg,
+    Error,
+    FromWorker,
+    Passes,
+    Quit,
+    Ready,
+    Stats,
+    StatsReply,
+    Stop,
+    ToWorker,
+)
 from .seed import step_seed
 
 DRAFT_KINDS = ("hf", "llamacpp")  # backends a draft process can run
@@ -55,10 +67,11 @@ class WorkerError(DomainError):
 
 
 class _Chain:
-    def __init__(self, epoch: int, prefix: list[int], remaining: int, credit: int, seed: int,
-                 request: int | None = None):
-        self.epoch, self.prefix, self.remaining, self.credit, self.seed = epoch, prefix, remaining, credit, seed
-        self.request = request
+    """One request's chain in the draft process: the steps made so far, the running one's handle."""
+
+    def __init__(self, msg: Chain):
+        self.request, self.epoch, self.prefix = msg.request, msg.epoch, list(msg.prefix)
+        self.remaining, self.credit, self.seed = msg.remaining, msg.credit, msg.seed
         self.made: list[list[int]] = []
         self.handle: int | None = None
         self.terminal = False
@@ -72,6 +85,69 @@ class _Chain:
         return StepRequest(ids, cap, step_seed(self.seed, len(self.made)), self.request)
 
 
+class Drafter:
+    """The draft process's state: one chain per request, one engine for all of them.
+
+    :param send: sends a message to the main process (the draft's pass records first).
+    """
+
+    def __init__(self, eng: Engine, be: Backend, max_step: int, send: Callable[[FromWorker], None]):
+        self.eng, self.be, self.max_step, self.send = eng, be, max_step, send
+        self.chains: dict[int, _Chain] = {}  # request -> its chain
+        self.owner: dict[int, _Chain] = {}  # engine handle -> chain
+
+    @property
+    def busy(self) -> bool:
+        """Some chain has a step running or one it may start."""
+        return any(c.handle is not None or c.next_request(self.max_step) is not None for c in self.chains.values())
+
+    def handle(self, msg: ToWorker) -> bool:
+        """Act on one message from the main process; False: quit."""
+        match msg:
+            case Quit():
+                return False
+            case Stats():
+                self.send(StatsReply(asdict(self.be.stats)))
+            case Chain():
+                self._cancel(msg.request)
+                self.chains[msg.request] = _Chain(msg)
+            case Stop():
+                self._cancel(msg.request)
+                self.chains.pop(msg.request, None)
+            case Credit():
+                c = self.chains.get(msg.request)
+                if c is not None and c.epoch == msg.epoch:
+                    c.credit += msg.n
+            case _:
+                raise TypeError(f"not a message to the draft process: {msg!r}")
+        return True
+
+    def _cancel(self, request: int) -> None:
+        """Stop the request's running step, if any (its partial step goes back as :class:`Cancelled`)."""
+        c = self.chains.get(request)
+        if c is None or c.handle is None:
+            return
+        for h, out in self.eng.cancel([c.handle]):
+            self.owner.pop(h, None)
+            self.send(Cancelled(c.request, c.epoch, len(c.made), out))
+        c.handle = None
+
+    def step(self) -> None:
+        """Start the next step of every idle chain with credit, then one forward pass over every chain's row."""
+        new = [(c, r) for c in self.chains.values() if c.handle is None
+               for r in [c.next_request(self.max_step)] if r is not None]
+        if new:
+            for (c, _), h in zip(new, self.eng.add([r for _, r in new])):
+                c.handle = h
+                self.owner[h] = c
+        for h, out in self.eng.step():
+            c = self.owner.pop(h)
+            self.send(Draft(c.request, c.epoch, len(c.made), out))
+            c.made.append(out.ids)
+            c.handle = None
+            c.terminal = out.finish == "eos"
+
+
 def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
                 ngram: dict, pool_size: int, kind: str = "hf", device: str = "cpu", random: dict | None = None,
                 prefix_caching: bool = True) -> None:
@@ -83,66 +159,34 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
         eng = be.engine(samp, NgramConfig(**ngram), clock)
         be.pass_log = passes = PassBuffer("draft", t0)
 
-        def send(*msg: Any) -> None:  # this process's passes first, then the message
+        def send(msg: FromWorker) -> None:  # this process's passes first, then the message
             if passes.records:
-                conn.send(("passes", passes.take()))
+                conn.send(Passes(tuple(passes.take())))
             conn.send(msg)
 
-        send("ready", be.name, list(be.eos_ids))
-        chain: _Chain | None = None
+        send(Ready(be.name, tuple(be.eos_ids)))
+        drafter = Drafter(eng, be, max_step, send)
         while True:
-            busy = chain is not None and (chain.handle is not None or chain.next_request(max_step) is not None)
-            if not busy or conn.poll():
-                chain = _serve(conn.recv(), chain, eng, be, send)
-                if chain is _QUIT:
+            if not drafter.busy or conn.poll():
+                if not drafter.handle(conn.recv()):
                     break
                 continue
-            if chain.handle is None:
-                req = chain.next_request(max_step)
-                chain.handle = eng.add([req])[0]
-            for _, out in eng.step():
-                send("draft", chain.epoch, len(chain.made), out)
-                chain.made.append(out.ids)
-                chain.handle = None
-                chain.terminal = out.finish == "eos"
+            drafter.step()
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         pass
     except Exception:  # report, then die: the main process turns it into an error
         try:
-            conn.send(("error", traceback.format_exc()))
+            conn.send(Error(traceback.format_exc()))
         except Exception:
             pass
-
-
-_QUIT = _Chain(-1, [], 0, 0, 0)  # what :func:`_serve` returns for "quit"
-
-
-def _serve(msg: tuple, chain: _Chain | None, eng, be: Backend, send: Callable[..., None]) -> _Chain | None:
-    """Act on one message from the main process; returns the chain to work on (:data:`_QUIT`: stop)."""
-    kind = msg[0]
-    if kind == "quit":
-        return _QUIT
-    if kind == "stats":
-        send("stats", asdict(be.stats))
-        return chain
-    if kind in ("chain", "idle") and chain is not None and chain.handle is not None:
-        for _, out in eng.cancel([chain.handle]):
-            send("cancelled", chain.epoch, len(chain.made), out)
-        chain.handle = None
-    if kind == "chain":
-        _, epoch, prefix, remaining, credit, seed, *request = msg
-        return _Chain(epoch, list(prefix), remaining, credit, seed, request[0] if request else None)
-    if kind == "idle":
-        return None
-    if kind == "credit" and chain is not None and msg[1] == chain.epoch:
-        chain.credit += msg[2]
-    return chain
 
 
 class DraftWorker:
     """Main-process handle on the draft process (``kind``: its backend, one of :data:`DRAFT_KINDS`).
 
     :param dtype: the hf draft's dtype (``auto`` resolved here); a GGUF draft ignores it.
+    :param pool_size: the draft backend's prefix pool (finished rows kept; llama.cpp: half as many sequence
+        slots): scale it with the requests in flight.
     :param device: torch device of an hf draft model ("cpu", "cuda", "cuda:N").
     :param random: random weights instead of the model at ``path``:
         :meth:`lrref.backends.random_weights.RandomWeights.model`.
@@ -164,67 +208,109 @@ class DraftWorker:
                                       pool_size, kind, device, random, prefix_caching))
         self.proc.start()
         child.close()
-        self._forward_seen = 0.0
         self.pass_log: PassLog | None = None  # where the draft's pass records go (the decoder attaches its trace's)
+        self._draft_s: dict[int, float] = {}  # request -> its share of the draft's pass seconds, not taken yet
+        self._inbox: list[DraftMsg] = []  # drafts read, not yet given out by poll
+        self._stats: dict | None = None  # the last stats reply, until taken
+        self.name: str | None = None
         try:
-            msg = self._recv(timeout)
+            self._read(timeout)
+            if self.name is None:
+                raise WorkerError(f"draft worker failed to start: {str(self._inbox[:1])[:200]}")
         except WorkerError:
             self.close()
             raise
-        if msg[0] != "ready":
-            self.close()
-            raise WorkerError(f"draft worker failed to start: {str(msg)[:200]}")
-        self.name, self.eos_ids = msg[1], tuple(msg[2])
 
-    def _recv(self, timeout: float | None = None) -> tuple:
-        """The next message; the draft's pass records on the way are written to :attr:`pass_log` (or dropped)."""
+    def _read(self, timeout: float | None = None) -> None:
+        """Read the next message and act on it (:meth:`_act`, the one place the main process dispatches on the
+        draft process's messages): drafts go to the inbox, pass records to :attr:`pass_log` (or nowhere) and to
+        their requests' draft time, an error is raised.
+
+        :raises WorkerError: nothing within ``timeout`` s, an error, a process gone.
+        """
         try:
             if timeout is not None and not self.conn.poll(timeout):
                 raise WorkerError(f"draft worker did not answer within {timeout:g} s")
-            msg = self.conn.recv()
-            while msg[0] == "passes":  # another message follows at once
-                if self.pass_log is not None:
-                    for rec in msg[1]:
-                        self.pass_log.write(PassRecord(**rec))
-                msg = self.conn.recv()
+            while self._act(self.conn.recv()):
+                pass
         except (EOFError, OSError):
             raise WorkerError(f"draft worker exited (exit code {self.proc.exitcode})") from None
-        if msg[0] == "error":
-            raise WorkerError(f"draft worker crashed: {msg[1].strip().splitlines()[-1]}")
-        return msg
 
-    def send(self, *msg: Any) -> None:
+    def _act(self, msg: FromWorker) -> bool:
+        """Act on one message from the draft process; True: read the next one at once (pass records come just
+        before another message)."""
+        match msg:
+            case Passes(records):
+                self._passes(records)
+                return True
+            case Draft() | Cancelled():
+                self._inbox.append(msg)
+            case StatsReply(stats):
+                self._stats = stats
+            case Ready(name, eos_ids):
+                self.name, self.eos_ids = name, tuple(eos_ids)
+            case Error(text):
+                raise WorkerError(f"draft worker crashed: {text.strip().splitlines()[-1]}")
+            case _:
+                raise WorkerError(f"draft worker sent {type(msg).__name__}, not one of its messages")
+        return False
+
+    def _passes(self, records: tuple[dict, ...]) -> None:
+        """Write the draft's pass records; share each pass's seconds among the requests of its rows (one row each:
+        a chain runs one step at a time)."""
+        for rec in records:
+            if self.pass_log is not None:
+                self.pass_log.write(PassRecord(**rec))
+            reqs = rec.get("requests") or ()
+            for r in reqs:
+                self._draft_s[r] = self._draft_s.get(r, 0.0) + rec["seconds"] / len(reqs)
+
+    def send(self, msg: ToWorker) -> None:
         try:
             self.conn.send(msg)
         except OSError:  # BrokenPipeError: the process is gone
             raise WorkerError(f"draft worker exited (exit code {self.proc.exitcode})") from None
 
-    def poll(self, timeout: float = 0.0) -> list[tuple]:
-        """Messages available now (waiting up to ``timeout`` s for the first one)."""
-        out = []
-        if self.conn.poll(timeout):
-            out.append(self._recv())
-            while self.conn.poll():
-                out.append(self._recv())
+    def poll(self, timeout: float = 0.0) -> list[DraftMsg]:
+        """Drafts and cancelled drafts of every request, available now (waiting up to ``timeout`` s for one)."""
+        if not self._inbox and self.conn.poll(timeout):
+            self._read()
+        while self.conn.poll():
+            self._read()
+        out, self._inbox = self._inbox, []
         return out
 
     def stats(self) -> dict:
-        """The worker backend's counters (:class:`lrref.backends.base.BackendStats` as a dict)."""
-        self.send("stats")
-        while True:
-            m = self._recv(60)
-            if m[0] == "stats":
-                return m[1]
+        """The worker backend's counters (:class:`lrref.backends.base.BackendStats` as a dict), once the draft
+        process has acted on everything sent before (drafts read meanwhile wait for the next :meth:`poll`)."""
+        self.send(Stats())
+        while self._stats is None:
+            self._read(60)
+        out, self._stats = self._stats, None
+        return out
 
-    def new_forward_s(self) -> float:
-        """Draft forward seconds since the last call (the draft time of one request)."""
-        total = self.stats()["forward_s"]
-        new, self._forward_seen = total - self._forward_seen, total
-        return new
+    def settle(self, request: int) -> float:
+        """After ``request`` ended (:class:`lrref.decode.messages.Stop` sent): wait until the draft process has
+        acted on everything (:meth:`stats`), drop the drafts of ``request`` read so far, and return its draft
+        seconds, complete now (:meth:`take_draft_s`)."""
+        self.stats()
+        self._inbox = [m for m in self._inbox if m.request != request]
+        return self.take_draft_s(request)
+
+    def clear(self) -> None:
+        """Wait until the draft process has acted on everything sent so far and drop every draft read: a run of
+        several requests ended (their late pass records are written now; a later run starts clean)."""
+        self.stats()
+        self._inbox = []
+        self._draft_s.clear()
+
+    def take_draft_s(self, request: int) -> float:
+        """The draft's forward seconds spent on ``request`` since the last call for it (passes shared by rows)."""
+        return self._draft_s.pop(request, 0.0)
 
     def close(self) -> None:
         try:
-            self.send("quit")
+            self.send(Quit())
         except Exception:
             pass
         self.proc.join(10)

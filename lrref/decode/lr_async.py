@@ -7,71 +7,81 @@ joins the running target batch as soon as draft ``j-1`` exists),
 step is done; accept -> next position, reject -> the target's step is committed
 and :meth:`AsyncPipeline.reset_stage` drops stale work and restarts the draft
 chain), then :meth:`AsyncPipeline.advance` (one target forward pass, or wait
-for a draft when the target is idle).  A *stage* is the run of positions
-between two rejections; the worker's *epoch* numbers its chains.
+for a draft when none of the request's target rows runs).  A *stage* is the run
+of positions between two rejections; the request's *epoch* numbers its draft
+chains.
+
+The pipeline is a job generator (:data:`lrref.decode.jobs.AsyncJob`): it tells
+the draft process what to draft (:mod:`lrref.decode.messages`) and yields what
+it needs from the target and the drafts; :func:`lrref.decode.jobs.run_async_direct`
+runs one request on its own target engine, :class:`lrref.decode.closed_loop.ClosedLoop`
+several, whose target rows share passes and whose drafts share the draft process's.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 from ..backends.base import StepOut, StepRequest
-from .draft_worker import DraftWorker
+from .jobs import AddRows, Advance, AsyncSteps, CancelRows, Progress, TakeDrafts
+from .messages import Chain, Credit, DraftMsg, Stop, ToWorker
 from .request import Request
 from .seed import step_seed
 
 
 class AsyncPipeline:
-    """The lr-async decoding of one request.
+    """The lr-async decoding of one request; :meth:`run` is its job generator.
 
-    :param worker: the draft process (its model is loaded once per decoder).
+    :param send: sends a message to the draft process (:meth:`lrref.decode.draft_worker.DraftWorker.send`).
     """
 
-    def __init__(self, req: Request, worker: DraftWorker):
+    def __init__(self, req: Request, send: Callable[[ToWorker], None]):
         cfg = req.cfg
-        self.req, self.worker = req, worker
-        self.eng = req.target.engine(cfg.sampling, cfg.ngram_cfg, req.clock)
+        self.req, self.send = req, send
         self.prefix, self.epoch, self.stage, self.k = list(req.prompt), 0, 0, 0
         self.rem_stage = cfg.max_tokens  # tokens left when the stage started
         self.drafts: dict[int, StepOut] = {}  # position -> draft step of this stage
-        self.running: dict[int, int] = {}  # engine handle -> position
+        self.running: dict[int, int] = {}  # target row handle -> position
         self.tdone: dict[int, StepOut] = {}  # position -> finished target step, not resolved yet
         self.finished = False  # EOS committed
         self.context = req.context(req.prompt)
 
-    def run(self) -> None:
-        """Decode to EOS or the token cap, then cancel what still runs and idle the worker."""
+    def run(self) -> AsyncSteps:
+        """Decode to EOS or the token cap, then cancel what still runs and idle the request's draft chain;
+        returns True at EOS."""
         cfg, res = self.req.cfg, self.req.res
         self._chain()
         while not self.finished:
-            self.drain()
-            self.start_targets()
-            self.resolve()
+            yield from self.drain()
+            yield from self.start_targets()
+            yield from self.resolve()
             if self.finished or len(res.ids) >= cfg.max_tokens:
                 break
-            self.advance()
+            yield from self.advance()
         if self.finished:
             res.finish = "eos"
-        self._stop()
+        yield from self._stop()
+        return self.finished
 
     def _chain(self) -> None:
-        """Ask the worker for a new draft chain from the stage's prefix."""
+        """Ask the draft process for a new draft chain from the stage's prefix."""
         cfg = self.req.cfg
-        self.worker.send("chain", self.epoch, self.prefix, self.rem_stage, cfg.gamma,
-                         step_seed(cfg.seed, self.req.index, self.stage), self.req.index)
+        self.send(Chain(self.req.index, self.epoch, tuple(self.prefix), self.rem_stage, cfg.gamma,
+                        step_seed(cfg.seed, self.req.index, self.stage)))
 
     # -- 1. drain --------------------------------------------------------------------------------------
-    def drain(self) -> None:
+    def drain(self) -> AsyncSteps:
         """Keep this epoch's drafts; write a cancelled row for a stale or cancelled one."""
-        for msg in self.worker.poll():
-            if msg[0] == "draft" and msg[1] == self.epoch:
-                self.drafts[msg[2]] = msg[3]
-            elif msg[0] in ("draft", "cancelled"):
-                cycle = self.stage if msg[1] == self.epoch else max(0, self.stage - 1)
-                self.req.rows.write(cycle, msg[2], branch=0, draft=msg[3], cancelled=True)
+        msgs: list[DraftMsg] = yield TakeDrafts()
+        for m in msgs:
+            if m.current(self.epoch):
+                self.drafts[m.position] = m.step
+            else:
+                cycle = self.stage if m.epoch == self.epoch else max(0, self.stage - 1)
+                self.req.rows.write(cycle, m.position, branch=0, draft=m.step, cancelled=True)
 
     # -- 2. start targets ------------------------------------------------------------------------------
-    def start_targets(self) -> None:
+    def start_targets(self) -> AsyncSteps:
         """Add target step j for every position up to ``k + gamma`` whose prefix (drafts < j) exists."""
         cfg, req = self.req.cfg, self.req
         started = set(self.running.values()) | set(self.tdone)
@@ -87,11 +97,13 @@ class AsyncPipeline:
                 break
             ids = tuple(self.prefix + [t for i in range(j) for t in self.drafts[i].ids])
             new.append((j, StepRequest(ids, cap, step_seed(cfg.seed, req.index, self.stage, -1, j), req.index)))
-        for (j, _), h in zip(new, self.eng.add([r for _, r in new])):
-            self.running[h] = j
+        if new:
+            handles = yield AddRows(tuple(r for _, r in new))
+            for (j, _), h in zip(new, handles):
+                self.running[h] = j
 
     # -- 3. resolve ------------------------------------------------------------------------------------
-    def resolve(self) -> None:
+    def resolve(self) -> AsyncSteps:
         """Resolve position k while its target step is done: accept the draft and go on, or reset the stage."""
         req, res = self.req, self.req.res
         while self.k in self.tdone and not self.finished:
@@ -102,10 +114,10 @@ class AsyncPipeline:
                 res.accepted += 1
                 self.finished = req.commit(d, "draft")
                 self.k += 1
-                self.worker.send("credit", self.epoch, 1)
+                self.send(Credit(req.index, self.epoch, 1))
             else:
                 self.finished = req.commit(t, "target")
-                self.reset_stage()
+                yield from self.reset_stage()
                 break
             if len(res.ids) >= req.cfg.max_tokens:
                 break
@@ -123,12 +135,13 @@ class AsyncPipeline:
         return v.decision
 
     # -- 4. reset stage --------------------------------------------------------------------------------
-    def reset_stage(self) -> None:
+    def reset_stage(self) -> AsyncSteps:
         """After a rejection at k: cancel stale target and draft work (rows: cancelled), start a new stage."""
         req, rows = self.req, self.req.rows
-        stale = [h for h, j in self.running.items() if j > self.k]
-        for h, o in self.eng.cancel(stale):
-            rows.write(self.stage, self.running.pop(h), target=o, cancelled=True)
+        stale = tuple(h for h, j in self.running.items() if j > self.k)
+        if stale:
+            for h, o in (yield CancelRows(stale)):
+                rows.write(self.stage, self.running.pop(h), target=o, cancelled=True)
         for j, o in sorted(self.tdone.items()):
             rows.write(self.stage, j, target=o, cancelled=True)
         self.tdone.clear()
@@ -141,22 +154,22 @@ class AsyncPipeline:
             self._chain()
 
     # -- 5. advance ------------------------------------------------------------------------------------
-    def advance(self) -> None:
-        """One target forward pass; with nothing running, wait (up to 1 s) for the next draft."""
-        if self.eng.active:
-            for h, o in self.eng.step():
-                self.tdone[self.running.pop(h)] = o
-        elif self.k not in self.tdone:
-            w0 = time.perf_counter()
-            msgs = self.worker.poll(timeout=1.0)
-            self.req.res.wait_s += time.perf_counter() - w0
-            for msg in msgs:  # only this epoch's drafts (stale messages read here get no row)
-                if msg[0] == "draft" and msg[1] == self.epoch:
-                    self.drafts[msg[2]] = msg[3]
+    def advance(self) -> AsyncSteps:
+        """One target forward pass; with none of the request's target rows running, wait (up to
+        :data:`lrref.decode.jobs.DRAFT_WAIT_S`) for the next draft."""
+        p: Progress = yield Advance(wait=self.k not in self.tdone)
+        for h, o in p.finished:
+            self.tdone[self.running.pop(h)] = o
+        if p.wait_s is not None:
+            self.req.res.wait_s += p.wait_s
+            for m in p.drafts:  # only this epoch's drafts (stale messages read here get no row)
+                if m.current(self.epoch):
+                    self.drafts[m.position] = m.step
 
-    def _stop(self) -> None:
-        """Cancel the target steps still running (rows: cancelled), idle the worker, add its draft time."""
-        for h, o in self.eng.cancel(list(self.running)):
-            self.req.rows.write(self.stage, self.running[h], target=o, cancelled=True)
-        self.worker.send("idle")
-        self.req.res.draft_s += self.worker.new_forward_s()
+    def _stop(self) -> AsyncSteps:
+        """Cancel the target steps still running (rows: cancelled) and idle the request's draft chain (the
+        driver adds its draft time)."""
+        if self.running:
+            for h, o in (yield CancelRows(tuple(self.running))):
+                self.req.rows.write(self.stage, self.running[h], target=o, cancelled=True)
+        self.send(Stop(self.req.index))
