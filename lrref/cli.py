@@ -1,4 +1,4 @@
-"""``lrref`` command line: ``models prepare|list``, ``generate``, ``bench``, ``profile``.
+"""``lrref`` command line: ``models prepare|list``, ``generate``, ``bench``, ``profile``, ``verify``.
 
 Thin: parse, turn the arguments into a :class:`lrref.session.SessionConfig`
 (validated before torch is imported, so ``--help`` and bad input are instant),
@@ -157,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .profiling.profile import add_arguments
 
     add_arguments(fp)
+    vp = sub.add_parser("verify", help="one step pair (or --pairs FILE.jsonl) through a verifier: the verdict and why")
+    from .verify.command import add_arguments as verify_arguments
+
+    verify_arguments(vp)
     return p
 
 
@@ -302,7 +306,14 @@ def cmd_profile(a) -> str:
     return command(a)
 
 
-COMMANDS = {"models": cmd_models, "generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile}
+def cmd_verify(a) -> int:
+    from .verify.command import command
+
+    return command(a)
+
+
+COMMANDS = {"models": cmd_models, "generate": cmd_generate, "bench": cmd_bench, "profile": cmd_profile,
+            "verify": cmd_verify}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -347,7 +347,8 @@ def predict(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, setting: S
     ci = tuple(out.run.speedup_ci95) if out.own_baseline and out.run.speedup_ci95[0] is not None else None
     reps = 0
     if traces is not None and bootstrap >= 10:
-        ci, reps = _bootstrap(traces, hw, setting, steps, seed, bootstrap, correlation, progress, retime), bootstrap
+        *ci, reps = _bootstrap(traces, hw, setting, steps, seed, bootstrap, correlation, progress, retime)
+        ci = tuple(ci)
     c1 = hw.c1(setting.mode, b.prompt_tokens) if hw.draft_arch is not None else None
     entry = hw.entry(setting.mode, "target")
     where = hw.name + (entry[entry.index("@"):] if "@" in entry else "")  # the profile, and the mode's setup
@@ -357,18 +358,27 @@ def predict(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, setting: S
 
 
 def _bootstrap(traces: list[Trace], hw: HardwareSpec, setting: Setting, steps: int, seed: int, n: int,
-               correlation: float, progress: bool, retime: bool) -> tuple[float, float]:
+               correlation: float, progress: bool, retime: bool) -> tuple[float, float, int]:
     """Percentile 95% interval over trace resamples (recalibrated: the behaviour, with ``retime`` the timing too;
-    new seed each)."""
+    new seed each), and the replicates it rests on.
+
+    :raises InputError: fewer than half the resamples (or 10) hold a verified draft step where the setting needs one.
+    """
     from tqdm.auto import tqdm
 
     rng, reps = np.random.default_rng(seed), []
+    needs_alpha1 = setting.mode != "ar" and setting.k1 > 1
     for i in tqdm(range(n), desc="bootstrap", disable=not progress, leave=False):
         sample = resample_blocks(traces, rng)
         b = behaviour_from_traces(sample)
+        if needs_alpha1 and not 0 <= b.alpha1 <= 1:  # a resample that drew no verified draft: no acceptance to
+            continue  # recalibrate, so no replicate (the traces' few drafts widen the interval this way)
         h = trace_hardware(sample, b.alpha2) if retime else hw
         reps.append(run(b, h, setting, max(steps // 4, 2000), seed + 1 + i, correlation).speedup)
-    return float(np.quantile(reps, 0.025)), float(np.quantile(reps, 0.975))
+    if len(reps) < max(10, n // 2):
+        raise InputError(f"bootstrap: only {len(reps)} of {n} resamples of these traces hold a verified draft step, "
+                         "too few for an interval; record more, or pass --bootstrap 0")
+    return float(np.quantile(reps, 0.025)), float(np.quantile(reps, 0.975)), len(reps)
 
 
 def resample_blocks(traces: Sequence[Trace], rng: np.random.Generator) -> list[Trace]:

@@ -2,7 +2,8 @@
 
 - :func:`wilson`: a proportion's Wilson score interval;
 - :func:`mcnemar_exact`: the exact two-sided McNemar test of paired right/wrong outcomes (a sign test on the
-  discordant pairs), and :func:`paired_outcomes` counting them;
+  discordant pairs), :func:`paired_outcomes` counting them, and :func:`paired_difference` the 95% interval of the
+  difference of the two accuracies (Newcombe's hybrid score interval for paired proportions);
 - :func:`batch_means`: a ratio of sums over consecutive cycles with its
   batch-means standard error (the simulator's speedup and its interval);
 - :func:`ratio_of_means`: the ratio of two independent samples' means with its delta-method interval (the
@@ -58,6 +59,16 @@ class Paired:
     lost: int
     gained: int
     p_value: float
+    both: int = 0  #: items both got right
+
+    @property
+    def difference(self) -> float:
+        """This configuration's accuracy minus the reference's, on the items in common."""
+        return (self.gained - self.lost) / self.n if self.n else 0.0
+
+    def difference_ci(self) -> tuple[float, float]:
+        """95% interval of :attr:`difference` (:func:`paired_difference`)."""
+        return paired_difference(self.both, self.gained, self.lost, self.n - self.both - self.gained - self.lost)
 
 
 def paired_outcomes(this: dict, reference: dict) -> Paired:
@@ -65,7 +76,34 @@ def paired_outcomes(this: dict, reference: dict) -> Paired:
     ids = [i for i in this if i in reference and this[i] is not None and reference[i] is not None]
     lost = sum(1 for i in ids if reference[i] and not this[i])
     gained = sum(1 for i in ids if this[i] and not reference[i])
-    return Paired(len(ids), lost, gained, mcnemar_exact(lost, gained))
+    both = sum(1 for i in ids if this[i] and reference[i])
+    return Paired(len(ids), lost, gained, mcnemar_exact(lost, gained), both)
+
+
+def paired_difference(both: int, gained: int, lost: int, neither: int) -> tuple[float, float]:
+    """95% interval of ``p1 - p2``, two accuracies measured on the same items (Newcombe 1998, method 10: the
+    Wilson intervals of both, combined with the correlation of the pairs).
+
+    ``both``: items right in both; ``gained``: right in 1 only; ``lost``: right in 2 only; ``neither``.  With
+    ``n`` items, ``p1 = (both + gained)/n``, ``p2 = (both + lost)/n``, ``theta = (gained - lost)/n``, ``(l_i, u_i)``
+    the Wilson intervals and ``phi`` the phi coefficient of the 2x2 table (0 when a margin is empty):
+    ``theta - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)`` to
+    ``theta + sqrt((u1 - p1)^2 - 2 phi (u1 - p1)(p2 - l2) + (p2 - l2)^2)``, clipped to [-1, 1].
+    """
+    counts = (both, gained, lost, neither)
+    if min(counts) < 0:
+        raise ValueError(f"counts must be >= 0, got {counts}")
+    n = sum(counts)
+    if n == 0:
+        return (-1.0, 1.0)
+    r1, r2 = both + gained, both + lost  # right in 1, right in 2
+    p1, p2, theta = r1 / n, r2 / n, (gained - lost) / n
+    (l1, u1), (l2, u2) = wilson(r1, n), wilson(r2, n)
+    margins = r1 * (n - r1) * r2 * (n - r2)
+    phi = (both * neither - gained * lost) / math.sqrt(margins) if margins else 0.0
+    lo = theta - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    hi = theta + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return (max(-1.0, lo), min(1.0, hi))
 
 
 def ratio_of_means(num, den) -> tuple[float | None, tuple[float, float] | None]:

@@ -54,7 +54,7 @@ from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, stag
 from lrsim.atomic import atomic_write
 from lrsim.calibrate import acceptance
 from lrsim.errors import InputError, OneLineParser, UsageError, run_command
-from lrsim.stats import paired_outcomes, wilson
+from lrsim.stats import mcnemar_exact, paired_outcomes, wilson
 from lrsim.trace import Trace, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -433,14 +433,12 @@ def quality_row(run: Run, ar: Run, reps: int) -> dict:
     p = paired_outcomes({i: run.correct[i] for i in ids}, ar.correct)
     s, lo, hi, _ = paired_speedup(run.trace, ar.trace, rng, reps)
     alpha = acceptance(run.trace.steps)[0]
-    d = np.array([float(run.correct[i]) - float(ar.correct[i]) for i in ids])
-    boot = d[rng.integers(0, n, (reps, n))].mean(-1) if n else np.zeros(1)
     r = run.row
     return {"name": r.name, "label": r.label, "mode": r.mode, "verifier": r.verifier, "threshold": r.threshold,
             "exact_strict": r.strict, "n": n, "accuracy": k / n if n else math.nan, "accuracy_ci95": list(wilson(k, n)),
             "ar_accuracy": k_ar / n if n else math.nan, "lost": p.lost, "gained": p.gained, "p_value": p.p_value,
-            "accuracy_diff": float(d.mean()) if n else math.nan,
-            "accuracy_diff_ci95": [float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))],
+            "accuracy_diff": p.difference if n else math.nan,  # the row's accuracy minus ar's, Newcombe's 95%
+            "accuracy_diff_ci95": list(p.difference_ci()),
             "speedup": s, "speedup_ci95": [lo, hi], "tokens_per_s": tokens_per_s(run.trace),
             "step_acceptance": None if alpha is None else alpha.p,
             "step_acceptance_ci95": None if alpha is None else [alpha.lo, alpha.hi],
@@ -481,6 +479,30 @@ def load_averages(meta: dict) -> list[float | None]:
     return [(meta.get(k) or [None])[0] for k in ("loadavg_start", "loadavg_now")]
 
 
+def rule_passes(lost: int, gained: int, n: int, alpha: float = 0.05, max_loss: float = 0.03) -> bool:
+    """The default rule's test on one row: the loss against ar not significant and at most ``max_loss``."""
+    return mcnemar_exact(lost, gained) >= alpha and (lost - gained) / n <= max_loss + 1e-12
+
+
+def pass_probability(n: int, lost_rate: float, gained_rate: float, alpha: float = 0.05, max_loss: float = 0.03
+                     ) -> float:
+    """How often the default rule passes a verifier whose problems are lost with probability ``lost_rate`` and
+    gained with ``gained_rate`` (each problem independently), on ``n`` problems: the exact sum over the trinomial
+    counts ``P(lost = l, gained = g) = n! / (l! g! (n-l-g)!) pl^l pg^g (1-pl-pg)^(n-l-g)`` of the outcomes
+    :func:`rule_passes` accepts.  A verifier that truly loses 10 points should pass rarely; at n = 40 it does
+    not."""
+    if not (0 <= lost_rate and 0 <= gained_rate and lost_rate + gained_rate <= 1) or n < 1:
+        raise ValueError(f"bad rates or n: {lost_rate}, {gained_rate}, {n}")
+    rest = 1 - lost_rate - gained_rate
+    total = 0.0
+    for l in range(n + 1):  # noqa: E741 - the formula's name
+        for g in range(n - l + 1):
+            if rule_passes(l, g, n, alpha, max_loss):
+                total += (math.comb(n, l) * math.comb(n - l, g) * lost_rate**l * gained_rate**g
+                          * rest ** (n - l - g))
+    return total
+
+
 def pick_default(rows: list[dict], mode: str = "lr-async", alpha: float = 0.05, max_loss: float = 0.03
                  ) -> dict | None:
     """The issue's rule for lrref's default verifier: among ``mode``'s rows, the fastest whose loss against ar is
@@ -502,14 +524,16 @@ def pct(p: float | None, ci: list[float] | None = None) -> str:
 
 def markdown(rows: list[dict]) -> list[str]:
     out = [("| mode | verifier | CPU | problems | accuracy [95% CI] | ar on them | lost / gained | McNemar p | "
-            "step acceptance [95% CI] | speedup vs ar [95% CI] | capped (ar) |"),
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "difference vs ar [95% CI] | step acceptance [95% CI] | speedup vs ar [95% CI] | capped (ar) |"),
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         vs = "-" if r["mode"] == "ar" else f"{r['lost']} / {r['gained']}"
         p = "-" if r["mode"] == "ar" else f"{r['p_value']:.3g}"
+        diff = "-" if r["mode"] == "ar" else (f"{100 * r['accuracy_diff']:+.1f} [{100 * r['accuracy_diff_ci95'][0]:+.1f}, "
+                                               f"{100 * r['accuracy_diff_ci95'][1]:+.1f}]")
         speed = "1" if r["mode"] == "ar" else with_ci(r["speedup"], r["speedup_ci95"])
         out.append(f"| {r['mode']} | {'-' if r['mode'] == 'ar' else r['label']} | {r['cpu']} | {r['n']} | "
-                   f"{pct(r['accuracy'], r['accuracy_ci95'])} | {pct(r['ar_accuracy'])} | {vs} | {p} | "
+                   f"{pct(r['accuracy'], r['accuracy_ci95'])} | {pct(r['ar_accuracy'])} | {vs} | {p} | {diff} | "
                    f"{pct(r['step_acceptance'], r.get('step_acceptance_ci95'))} | {speed} | "
                    f"{r['capped']} ({r['ar_capped']}) |")
     return out
@@ -536,8 +560,16 @@ def notes(ars: list[Run], rows: list[dict], missing: list[str], reps: int, pick:
     if pick is None:
         out.append(rule + "none qualifies.")
     else:
+        lo, hi = pick["accuracy_diff_ci95"]
         out.append(rule + f"{pick['label']} ({pick['speedup']:.3f}x, lost {pick['lost']} / gained {pick['gained']}, "
-                   f"p = {pick['p_value']:.3g}).")
+                   f"p = {pick['p_value']:.3g}; difference vs ar {100 * pick['accuracy_diff']:+.1f} points, 95% "
+                   f"interval {100 * lo:+.1f} to {100 * hi:+.1f}).")
+    n = max((r["n"] for r in rows), default=0)
+    if n:
+        out.append(f"- What the rule can show at n = {n}: it passes a verifier that truly loses 10 points (10% of "
+                   f"problems lost, none gained) with probability {pass_probability(n, 0.10, 0.0):.2f}, and one "
+                   f"that loses 15% and gains 5% with {pass_probability(n, 0.15, 0.05):.2f}; the 95% interval of a "
+                   "row's difference vs ar (Newcombe) is the honest statement of its loss, not the rule's verdict.")
     for g in agree:
         text = "" if g["same_text"] is None else f", the same answer text on {g['same_text']}"
         out.append(f"- ar on {g['cpu']} against ar on {g['ref_cpu']}: right or wrong alike on {g['same_correct']} of "

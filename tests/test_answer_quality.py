@@ -275,3 +275,15 @@ def test_lrrefs_default_verifier_is_the_studys_pick():
     assert data["default_pick"] == f"lr-async-{DEFAULT_VERIFIER}-{DEFAULT_THRESHOLDS[DEFAULT_VERIFIER]:.2f}"
     pick = next(r for r in data["rows"] if r["name"] == data["default_pick"])
     assert pick["p_value"] >= 0.05 and pick["ar_accuracy"] - pick["accuracy"] <= 0.03
+
+
+def test_pass_probability_of_the_default_rule(aq):
+    """Exact: with one problem the rule passes unless it is lost; with no loss it always passes; a true 10-point
+    loss passes often at n = 40 and rarely at n = 400."""
+    assert aq.pass_probability(1, 0.3, 0.2) == pytest.approx(0.7)
+    assert aq.pass_probability(40, 0.0, 0.0) == pytest.approx(1.0)
+    p40, p400 = aq.pass_probability(40, 0.10, 0.0), aq.pass_probability(400, 0.10, 0.0)
+    assert 0.05 < p40 < 0.5 and p400 < 1e-6
+    assert aq.pass_probability(40, 0.15, 0.05) > p40  # the same mean loss, more noise
+    with pytest.raises(ValueError):
+        aq.pass_probability(40, 0.7, 0.5)

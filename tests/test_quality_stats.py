@@ -103,3 +103,24 @@ def test_calibrate_does_not_pair_other_problems_or_unchecked_traces(tmp_path):
     assert [x.run for x in c.quality] == ["ar", "lr-async"]
     assert c.quality[1].vs_ar is None and any("not paired" in w for w in c.warnings)
     assert cal.calibrate_files([paths[2]]).quality == []
+
+
+def test_paired_difference_interval():
+    """Newcombe's method 10: contains the difference, mirrors when the two sides swap, narrows with more items,
+    and reproduces the issue's figure for the study's math row at n = 40 (+-11.5 points around 0)."""
+    from lrsim.stats import paired_difference
+
+    lo, hi = paired_difference(19, 3, 3, 15)  # 40 problems: both right 19, lost 3, gained 3
+    assert lo < 0 < hi and hi == pytest.approx(-lo, abs=1e-12)
+    assert (hi - lo) / 2 == pytest.approx(0.115, abs=0.006)
+    a = paired_difference(20, 6, 2, 12)
+    b = paired_difference(20, 2, 6, 12)
+    assert a[0] < 4 / 40 < a[1] and a == pytest.approx((-b[1], -b[0]))
+    wide, narrow = paired_difference(20, 6, 2, 12), paired_difference(200, 60, 20, 120)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+    assert paired_difference(0, 0, 0, 0) == (-1.0, 1.0)
+    assert paired_difference(0, 10, 0, 0)[1] == 1.0  # clipped: every item gained
+    p = paired_outcomes({0: True, 1: True, 2: False, 3: True}, {0: True, 1: False, 2: False, 3: True})
+    assert (p.both, p.difference) == (2, 0.25) and p.difference_ci() == paired_difference(2, 1, 0, 1)
+    with pytest.raises(ValueError):
+        paired_difference(-1, 0, 0, 0)

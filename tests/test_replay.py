@@ -224,3 +224,30 @@ def test_replay_is_compose_with_the_traces_own_timing():
                              retime=True)
     p = predict(traces, s, steps=1500, bootstrap=10)
     assert (p.speedup, p.speedup_ci95) == (direct.speedup, direct.speedup_ci95)
+
+
+def test_bootstrap_skips_resamples_without_a_verified_draft(des_traces, monkeypatch):
+    """A resample that drew no verified draft has no step acceptance: it gives no replicate (it used to stop the
+    whole replay with "no step acceptance"); too few replicates left is one clear error."""
+    import dataclasses
+    import math
+
+    from lrsim import compose
+    from lrsim.errors import InputError
+
+    d, *_ = des_traces
+    traces = [read_trace(d / "ar.jsonl"), read_trace(d / "async.jsonl")]
+    real, calls = compose.behaviour_from_traces, []
+
+    def every_other_without_drafts(sample):
+        b = real(sample)
+        calls.append(1)
+        return dataclasses.replace(b, alpha1=math.nan) if len(calls) % 2 == 0 else b
+
+    monkeypatch.setattr(compose, "behaviour_from_traces", every_other_without_drafts)
+    p = predict(traces, Setting("async", 2, 1), steps=2000, bootstrap=20)
+    lo, hi = p.speedup_ci95
+    assert lo <= hi and p.replicates == 10  # the other 10 drew no verified draft
+    monkeypatch.setattr(compose, "behaviour_from_traces", lambda s: dataclasses.replace(real(s), alpha1=math.nan))
+    with pytest.raises(InputError, match="only 0 of 20 resamples"):
+        compose._bootstrap(traces, None, Setting("async", 2, 1), 2000, 0, 20, 0.0, False, True)

@@ -15,9 +15,10 @@ without calling a verifier (recorded as ``verifier = "identical"``).
 - ``random``: accept with probability p (threshold), seeded.
 - ``exact``: whitespace-normalised text equality; with ``normalize=False``
   only token-identical steps pass (the lossless setting).
-- ``math``: numbers first, then prose (:class:`MathVerifier`): the draft's equations and numbers must be
+- ``math``: numbers first, then prose (:class:`MathVerifier`): the draft's results, numbers and units must be
   the target step's (:func:`lrref.verify.stepmath.agree`, no model call), then the embedding cosine must reach the
-  threshold (0.85); a threshold of -1 skips the embedding model (numbers alone decide).
+  threshold (0.85), or :data:`PROSE_THRESHOLD` for two steps without a number; a threshold of -1 skips the
+  embedding model (numbers alone decide; steps without numbers are rejected).
 
 Thresholds outside a verifier's range are refused (:data:`RANGES`): cosines in [-1, 1], score digits in
 [0, 9], random probabilities in [0, 1]; the judge's logit margin is any number.
@@ -67,8 +68,9 @@ DEFAULT_THRESHOLDS = {"judge": 0.0, "embedding": 0.85, "score": 7.0, "random": 0
 VERIFIERS = tuple(DEFAULT_THRESHOLDS)  # judge, embedding, score, random, exact, math
 #: lrref's default verifier, from the answer-quality study (docs/validation/answer-quality.md; issue 19's rule: the
 #: fastest lr-async row whose loss against ar is not significant and at most 3 points). On 40 GSM8K test problems
-#: (AMD EPYC Zen 4, llama.cpp) math at 0.85 kept ar's accuracy (lost 3, gained 3) at 0.281x, the fastest such row
-#: so far (the judge kept it too, at 0.179x); embedding lost 12 and gained 2 at 0.85, 7 and 1 at 0.95.
+#: (AMD EPYC Zen 4, llama.cpp) math at 0.85 lost 3 and gained 3 against ar (difference 0, 95% interval +-11.5 points)
+#: at 0.281x, the fastest such row so far (the judge passed too, at 0.179x); embedding lost 12 and gained 2 at 0.85,
+#: 7 and 1 at 0.95.  Those rows ran the math rule's first version; the current one is to be re-recorded.
 DEFAULT_VERIFIER = "math"
 #: the thresholds each verifier takes (inclusive); exact takes none (its --threshold is ignored)
 RANGES = {"embedding": (-1.0, 1.0), "math": (-1.0, 1.0), "score": (0.0, 9.0), "random": (0.0, 1.0)}
@@ -113,6 +115,7 @@ class Verdict:
     decision: bool
     score: float | None
     seconds: float = 0.0  # share of the batch's wall time
+    reason: str = ""  # why, where the verifier says (math: stepmath.Agreement.reason, and the cosine rule)
 
 
 class Verifier(Protocol):
@@ -183,29 +186,48 @@ class EmbeddingVerifier:
         return _timed(lambda ps: [Verdict(c >= self.threshold, c) for c in self.cosine(ps)], pairs)
 
 
+#: the math verifier's cosine for two steps without a number, which no numeric claim can check: the official code's
+#: embedding threshold (docs/verifiers.md: on the answer-quality study's math row it rejects the two prose steps
+#: behind lost answers, at 0.864 and 0.930, and keeps 6 of the 23 prose pairs the first rule accepted)
+PROSE_THRESHOLD = 0.95
+
+
 class MathVerifier:
     """Numbers first, then prose: accept a draft step only when its numeric claims agree with the target's step
-    at the same position (:func:`lrref.verify.stepmath.agree`: the same set of equations ``a op b = c``, operands and
-    operators as multisets, and the same set of numbers) and, for the pairs that agree, the embedding cosine is
-    >= ``threshold`` (two steps without numbers: the cosine alone).  Pairs whose numbers disagree never reach the
-    embedding model (their score is None); with ``embedding=None`` (threshold -1) the numbers alone decide
-    (score 1).  The context is not used.
+    at the same position (:func:`lrref.verify.stepmath.agree`: every result computed by both, every number
+    derivable in both, the same units) and, for the pairs that agree, the embedding cosine is >= ``threshold``;
+    two steps without any number (``prose``) need ``max(threshold, prose_threshold)``.  Pairs whose numbers
+    disagree never reach the embedding model (their score is None); with ``embedding=None`` (threshold -1) the
+    numbers alone decide (score 1) and prose pairs are rejected (nothing checks them).  The context is not used.
+    Each verdict's ``reason`` is the agreement's (``equations``, ``numbers``, ``units``; ``same`` or ``prose`` when
+    the claims agree).
     """
 
     name = "math"
 
-    def __init__(self, embedding: EmbeddingVerifier | None, threshold: float = 0.85):
+    def __init__(self, embedding: EmbeddingVerifier | None, threshold: float = 0.85,
+                 prose_threshold: float = PROSE_THRESHOLD):
         check_threshold("math", threshold)
-        self.embedding, self.threshold = embedding, threshold
+        check_threshold("math", prose_threshold)
+        self.embedding, self.threshold, self.prose_threshold = embedding, threshold, prose_threshold
+
+    def agreements(self, pairs) -> list[stepmath.Agreement]:
+        """The numeric agreement of every pair (no model)."""
+        return [stepmath.agree(t, d) for t, d in pairs]
 
     def _verdicts(self, pairs) -> list[Verdict]:
-        ok = [stepmath.agree(t, d).ok for t, d in pairs]
-        out = [Verdict(False, None) for _ in pairs]
-        todo = [i for i, good in enumerate(ok) if good]
-        cos = self.embedding.cosine([pairs[i] for i in todo]) if todo and self.embedding is not None else []
-        for j, i in enumerate(todo):
-            c = cos[j] if self.embedding is not None else 1.0
-            out[i] = Verdict(c >= self.threshold, c)
+        agreed = self.agreements(pairs)
+        out = [Verdict(False, None, reason=a.reason) for a in agreed]
+        todo = [i for i, a in enumerate(agreed) if a.ok]
+        if self.embedding is None:
+            for i in todo:
+                out[i] = Verdict(agreed[i].reason == "same", 1.0 if agreed[i].reason == "same" else None,
+                                 reason=agreed[i].reason)
+            return out
+        cos = self.embedding.cosine([pairs[i] for i in todo]) if todo else []
+        for c, i in zip(cos, todo):
+            t = max(self.threshold, self.prose_threshold) if agreed[i].reason == "prose" else self.threshold
+            out[i] = Verdict(c >= t, c, reason=agreed[i].reason)
         return out
 
     def verify(self, pairs, contexts=()):
@@ -298,6 +320,7 @@ def build(cfg: VerifierConfig, target_lm: ScoringBackend | None = None, cache: s
 
             lm = HFBackend(models.resolve(cfg.model, cache))
         if lm is None or not hasattr(lm, "next_token_logits"):
-            raise InputError(f"the {cfg.name} verifier needs a transformers model: pass --judge PATH")
+            raise InputError(f"the {cfg.name} verifier needs a transformers model: pass its directory (--judge PATH; "
+                             "lrref verify: --model PATH)")
         return JudgeVerifier(lm, cfg.t) if cfg.name == "judge" else ScoreVerifier(lm, cfg.t)
     raise InputError(f"unknown verifier {cfg.name!r} ({', '.join(VERIFIERS)})")

@@ -1,0 +1,52 @@
+"""Benchmark the adaptive policy's decision against its target (issue 34): under 1 ms a step boundary.
+
+Times :meth:`lrsim.adaptive.Policy.choose` (a Thompson draw over every configuration: ar, token SD, lr-sync and
+lr-async up to gamma 8, each with and without token SD) and :meth:`Policy.observe`, best and median per call over
+``--calls``, in one run; the load average before and after and the CPU are printed.
+
+Run: python benchmarks/bench_adaptive.py [--calls 2000] [--json]
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+from bench_cli import cpu_name
+from report import report
+
+from lrsim.adaptive import Costs, Policy
+
+TARGET_S = 1e-3
+
+
+def per_call(fn, calls: int, rounds: int = 5) -> tuple[float, float]:
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t) / calls)
+    return min(times), statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    load0 = os.getloadavg()
+    p = Policy(Costs.affine(0.05, 0.002, 0.01, 0.02), alpha1=0.7, alpha2=0.4)
+    rows = []
+    for name, fn in (("choose()", p.choose), ("observe()", lambda: p.observe(3, 1, 6, 12, [40]))):
+        best, med = per_call(fn, args.calls)
+        rows.append({"what": f"Policy.{name} (s/call)", "measured": best, "target": TARGET_S,
+                     "ratio": TARGET_S / best, "note": f"median {med * 1e3:.3f} ms; {len(p.candidates)} configurations"})
+    machine = {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
+               "load_average": f"{load0[0]:.2f} -> {os.getloadavg()[0]:.2f}"}
+    report(machine, rows, args.json)
+
+
+if __name__ == "__main__":
+    main()
