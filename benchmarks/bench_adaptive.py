@@ -9,12 +9,10 @@ Run: python benchmarks/bench_adaptive.py [--calls 2000] [--json]
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
-from bench_cli import cpu_name
-from report import report
+from report import machine, report
 
 from lrsim.adaptive import Costs, Policy
 
@@ -43,9 +41,7 @@ def main() -> None:
         best, med = per_call(fn, args.calls)
         rows.append({"what": f"Policy.{name} (s/call)", "measured": best, "target": TARGET_S,
                      "ratio": TARGET_S / best, "note": f"median {med * 1e3:.3f} ms; {len(p.candidates)} configurations"})
-    machine = {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average": f"{load0[0]:.2f} -> {os.getloadavg()[0]:.2f}"}
-    report(machine, rows, args.json)
+    report(machine(load0), rows, args.json)
 
 
 if __name__ == "__main__":

@@ -12,31 +12,18 @@ Run: python benchmarks/bench_cli.py [--repeat 9] [--baseline DIR] [--json]
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from report import report
+from report import machine, report
 
 TARGET_S = 0.5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the source tree this benchmark belongs to
 SUBCOMMANDS = ("plan", "replay", "theorems", "symbolic", "report", "simulate", "sweep", "calibrate", "serve",
                "profiles")
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def wall(cmd: list[str], repeat: int, tree: str = ROOT) -> tuple[float, float]:
@@ -76,9 +63,7 @@ def main() -> None:
     b, m = wall([sys.executable, "-c", "pass"], args.repeat)
     rows.append({"what": "python -c pass (s)", "measured": b, "target": TARGET_S, "ratio": TARGET_S / b,
                  "note": f"median {m:.3f} s: the interpreter alone"})
-    machine = {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average": f"{load0[0]:.2f} -> {os.getloadavg()[0]:.2f}"}
-    report(machine, rows, args.json)
+    report(machine(load0), rows, args.json)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,11 @@ Run: python benchmarks/bench_llamacpp_overhead.py [--tokens 128] [--repeat 3] [-
 import argparse
 import ctypes
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
-from bench_cli import cpu_name
-from report import report
+from report import machine, report
 
 QUESTION = "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"
 TARGET = 0.95
@@ -107,9 +105,7 @@ def main() -> None:
              "target": TARGET, "ratio": best["lrref"] / best["raw"] / TARGET,
              "note": f"raw best {best['raw']:.2f} (median {statistics.median(rates['raw']):.2f}) tok/s, lrref best "
                      f"{best['lrref']:.2f} (median {statistics.median(rates['lrref']):.2f}); the same tokens: {agree}"}]
-    machine = {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "threads": args.threads, "load_average": f"{load0[0]:.2f} -> {os.getloadavg()[0]:.2f}"}
-    report(machine, rows, args.json)
+    report(machine(load0, threads=args.threads), rows, args.json)
 
 
 if __name__ == "__main__":

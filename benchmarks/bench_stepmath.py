@@ -12,13 +12,11 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
-from bench_cli import cpu_name
-from report import report
+from report import machine, report
 
 from lrref.verify.stepmath import agree
 
@@ -70,9 +68,7 @@ def main() -> None:
         best, med = per_pair(pairs, args.repeat)
         rows.append({"what": f"agree(), {name} (s/pair)", "measured": best, "target": TARGET_S,
                      "ratio": TARGET_S / best, "note": f"median {med * 1e3:.3f} ms over {len(pairs)} pairs"})
-    machine = {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average": f"{load0[0]:.2f} -> {os.getloadavg()[0]:.2f}"}
-    report(machine, rows, args.json)
+    report(machine(load0), rows, args.json)
 
 
 if __name__ == "__main__":

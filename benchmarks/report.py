@@ -1,6 +1,27 @@
 """Print benchmark rows (measurement, target, ratio) as a table or JSON; shared by the bench_* scripts."""
 
 import json
+import os
+import platform
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(load0: tuple[float, float, float], **extra) -> dict:
+    """The machine a benchmark ran on: CPU model, cpus, Python, ``extra``, and the 1-minute load average when it
+    started (``load0``, from ``os.getloadavg()``) and now."""
+    return {"cpu": cpu_name(), "cpus": os.cpu_count(), "python": platform.python_version(), **extra,
+            "load_average": f"{load0[0]:.2f} -> {os.getloadavg()[0]:.2f}"}
 
 
 def report(machine: dict, rows: list[dict], as_json: bool, width: int = 40) -> None:

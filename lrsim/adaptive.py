@@ -35,13 +35,13 @@ choice at the posterior means.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import InputError
+from .theory import draft_limit
 
 A_MAX = 1 - 1e-6  # acceptance is clipped below 1 (the closed forms divide by 1 - a)
 
@@ -124,7 +124,7 @@ def speedup(arm: Arm, a1: float, a2: float, step_tokens: float, costs: Costs) ->
     if arm.mode == "sync":
         return _e(a1, k) / ((k - 1) * c1 + tau(k) + (k - 1) * v)
     ex = a1 / (1 - a1)  # E[X]
-    p = min(k, math.ceil(1 / c1 * (1 - 1e-9))) if c1 > 0 else k
+    p = min(k, int(draft_limit(c1))) if c1 > 0 else k  # a draft that costs nothing never limits the stage
     d1 = tau(p) + c1 * ex + (1 + ex) * v
     ceil_rounds = 1 / (1 - a1**k)  # E[ceil((X+1)/k)]
     mod = (a1 - k * a1**k + (k - 1) * a1 ** (k + 1)) / ((1 - a1) * (1 - a1**k))  # E[X mod k]

@@ -479,9 +479,10 @@ def load_averages(meta: dict) -> list[float | None]:
     return [(meta.get(k) or [None])[0] for k in ("loadavg_start", "loadavg_now")]
 
 
-def rule_passes(lost: int, gained: int, n: int, alpha: float = 0.05, max_loss: float = 0.03) -> bool:
-    """The default rule's test on one row: the loss against ar not significant and at most ``max_loss``."""
-    return mcnemar_exact(lost, gained) >= alpha and (lost - gained) / n <= max_loss + 1e-12
+def rule_passes(p_value: float, loss: float, alpha: float = 0.05, max_loss: float = 0.03) -> bool:
+    """The default rule's test on one row: its loss against ar (ar's accuracy minus the row's) not significant
+    (exact McNemar ``p_value >= alpha``) and at most ``max_loss``."""
+    return p_value >= alpha and loss <= max_loss + 1e-12
 
 
 def pass_probability(n: int, lost_rate: float, gained_rate: float, alpha: float = 0.05, max_loss: float = 0.03
@@ -497,7 +498,7 @@ def pass_probability(n: int, lost_rate: float, gained_rate: float, alpha: float 
     total = 0.0
     for l in range(n + 1):  # noqa: E741 - the formula's name
         for g in range(n - l + 1):
-            if rule_passes(l, g, n, alpha, max_loss):
+            if rule_passes(mcnemar_exact(l, g), (l - g) / n, alpha, max_loss):
                 total += (math.comb(n, l) * math.comb(n - l, g) * lost_rate**l * gained_rate**g
                           * rest ** (n - l - g))
     return total
@@ -505,11 +506,10 @@ def pass_probability(n: int, lost_rate: float, gained_rate: float, alpha: float 
 
 def pick_default(rows: list[dict], mode: str = "lr-async", alpha: float = 0.05, max_loss: float = 0.03
                  ) -> dict | None:
-    """The issue's rule for lrref's default verifier: among ``mode``'s rows, the fastest whose loss against ar is
-    not significant (exact McNemar ``p_value >= alpha``) and at most ``max_loss`` (ar's accuracy minus the row's,
-    on the same problems: 0.03 = 3 points); None when no row qualifies."""
-    ok = [r for r in rows if r["mode"] == mode and r["p_value"] >= alpha
-          and r["ar_accuracy"] - r["accuracy"] <= max_loss + 1e-12]
+    """The issue's rule for lrref's default verifier: among ``mode``'s rows, the fastest that :func:`rule_passes`
+    (loss on the same problems; 0.03 = 3 points); None when no row qualifies."""
+    ok = [r for r in rows if r["mode"] == mode
+          and rule_passes(r["p_value"], r["ar_accuracy"] - r["accuracy"], alpha, max_loss)]
     return max(ok, key=lambda r: r["speedup"], default=None)
 
 

@@ -129,7 +129,7 @@ class Continuer:
         if left <= 0:
             return extract_answer(text), ""
         cfg = DecodeConfig(mode="ar", max_tokens=left, max_step_tokens=self.cfg.get("max_step_tokens", 96),
-                           threads=self.be.threads if hasattr(self.be, "threads") else 2)
+                           threads=self.be.threads)
         ids = self.be.encode_chat(question, self.cfg.get("system")) + self.be.encode(text)
         res = Decoder(cfg, self.be).run(0, ids)
         return extract_answer(text + res.text), res.text

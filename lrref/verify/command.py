@@ -82,9 +82,9 @@ def verdicts(verifier, rows: list[dict]) -> list[dict]:
         if "line" in r:
             d = {"line": r["line"]} | d
         if verifier.name == "math":
-            t, dr = stepmath.claims(r["target"]), stepmath.claims(r["draft"])
-            d["detail"] = stepmath.agree_claims(t, dr).detail
-            d["claims"] = {"target": t.as_dict(), "draft": dr.as_dict()}
+            d["detail"] = v.detail
+            d["claims"] = {"target": stepmath.claims(r["target"]).as_dict(),
+                           "draft": stepmath.claims(r["draft"]).as_dict()}
         out.append(d)
     return out
 
@@ -96,7 +96,7 @@ def _threshold(verifier, v: dict) -> str:
     if verifier.name == "math":
         if verifier.embedding is None:
             return ""
-        t = max(verifier.threshold, verifier.prose_threshold) if v["reason"] == "prose" else verifier.threshold
+        t = verifier.cosine_threshold(v["reason"])
         return f"cosine {v['score']:.3f} {'>=' if v['accepted'] else '<'} {t:g}"
     t = getattr(verifier, "threshold", getattr(verifier, "p", None))
     return f"score {v['score']:.3f}" + (f" (threshold {t:g})" if t is not None else "")

@@ -59,7 +59,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from itertools import combinations
+from functools import reduce
+from itertools import accumulate, combinations
 
 from ..answers import strip_thousands
 
@@ -137,7 +138,7 @@ def _pow(a: Poly, b: Poly) -> Poly | None:
 def show(v: Value) -> str:
     """A value as a step would write it: ``6``, ``-1/4``, ``2*x + 3``."""
     if isinstance(v, Fraction):
-        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+        return str(v)
     terms = []
     for m, c in sorted(v, key=lambda mc: (-len(mc[0]), mc[0])):
         var = "*".join(m)
@@ -380,32 +381,26 @@ class _Parser:
             if out is None:
                 return None
             self.computed.add(key(out))
-            if inv:  # dividing by 2 takes half: 1/2 is computed too
-                self.computed.add(key(_div(const(Fraction(1)), f)))
-            flat.append(_div(const(Fraction(1)), f) if inv else f)
-        if all(f is not None for f in flat):  # b^-1 exists for a constant b only
+            if inv:  # dividing by 2 takes half: 1/2 is computed too (f is a nonzero constant here)
+                f = _div(const(Fraction(1)), f)
+                self.computed.add(key(f))
+            flat.append(f)
+        if all(f is not None for f in flat):
             self._partial(flat, _mul)
         self._together([f for f, inv in zip(factors, inverse) if inv], _mul)  # a / b / c divides by b * c
         return out
 
     def _together(self, parts: list[Poly], op) -> None:
         """The combination of every subset of two or more of ``parts`` (the terms taken away, the divisors)."""
-        if len(parts) < 2 or len(parts) > MAX_TERMS:
-            return
-        for r in range(2, len(parts) + 1):
-            for g in combinations(parts, r):
-                out = g[0]
-                for x in g[1:]:
-                    out = op(out, x)
-                self.computed.add(key(out))
+        if 2 <= len(parts) <= MAX_TERMS:
+            self.computed.update(key(reduce(op, g)) for r in range(2, len(parts) + 1) for g in combinations(parts, r))
 
     def _fold(self, parts: list[Poly], op) -> Poly:
-        out = parts[0]
-        for p in parts[1:]:
-            out = op(out, p)
-            self.computed.add(key(out))
+        """``parts`` combined left to right; every running result and partial combination is computed."""
+        running = list(accumulate(parts, op))
+        self.computed.update(key(x) for x in running[1:])  # a lone part computes nothing
         self._partial(parts, op)
-        return out
+        return running[-1]
 
     def _partial(self, parts: list[Poly], op) -> None:
         """Every partial combination of two or more parts (all subsets up to :data:`MAX_TERMS`, else runs)."""
@@ -413,14 +408,10 @@ class _Parser:
         if n < 3:
             return
         if n <= MAX_TERMS:
-            groups = [c for r in range(2, n) for c in combinations(range(n), r)]
+            groups = [c for r in range(2, n) for c in combinations(parts, r)]
         else:
-            groups = [tuple(range(i, j)) for i in range(n) for j in range(i + 2, n + 1) if j - i < n]
-        for g in groups:
-            out = parts[g[0]]
-            for j in g[1:]:
-                out = op(out, parts[j])
-            self.computed.add(key(out))
+            groups = [parts[i:j] for i in range(n) for j in range(i + 2, n + 1) if j - i < n]
+        self.computed.update(key(reduce(op, g)) for g in groups)
 
     def unary(self) -> Poly | None:
         t = self.peek()

@@ -116,6 +116,7 @@ class Verdict:
     score: float | None
     seconds: float = 0.0  # share of the batch's wall time
     reason: str = ""  # why, where the verifier says (math: stepmath.Agreement.reason, and the cosine rule)
+    detail: str = ""  # the reason in words (math: stepmath.Agreement.detail)
 
 
 class Verifier(Protocol):
@@ -215,19 +216,23 @@ class MathVerifier:
         """The numeric agreement of every pair (no model)."""
         return [stepmath.agree(t, d) for t, d in pairs]
 
+    def cosine_threshold(self, reason: str) -> float:
+        """The cosine a pair whose numbers agree for ``reason`` (``same`` or ``prose``) must reach."""
+        return max(self.threshold, self.prose_threshold) if reason == "prose" else self.threshold
+
     def _verdicts(self, pairs) -> list[Verdict]:
         agreed = self.agreements(pairs)
-        out = [Verdict(False, None, reason=a.reason) for a in agreed]
+        out = [Verdict(False, None, reason=a.reason, detail=a.detail) for a in agreed]
         todo = [i for i, a in enumerate(agreed) if a.ok]
         if self.embedding is None:
             for i in todo:
-                out[i] = Verdict(agreed[i].reason == "same", 1.0 if agreed[i].reason == "same" else None,
-                                 reason=agreed[i].reason)
+                same = agreed[i].reason == "same"
+                out[i] = Verdict(same, 1.0 if same else None, reason=agreed[i].reason, detail=agreed[i].detail)
             return out
         cos = self.embedding.cosine([pairs[i] for i in todo]) if todo else []
         for c, i in zip(cos, todo):
-            t = max(self.threshold, self.prose_threshold) if agreed[i].reason == "prose" else self.threshold
-            out[i] = Verdict(c >= t, c, reason=agreed[i].reason)
+            out[i] = Verdict(c >= self.cosine_threshold(agreed[i].reason), c, reason=agreed[i].reason,
+                             detail=agreed[i].detail)
         return out
 
     def verify(self, pairs, contexts=()):
