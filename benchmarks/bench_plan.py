@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from report import report
+from report import cpu_name, report
 
 import lrsim
 import lrsim.compose as compose
@@ -29,18 +29,6 @@ import lrsim.compose as compose
 COMMAND = ["plan", "--hardware", "model:h100:tp2", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
            "--alpha1", "0.6", "--alpha2", "0.6", "--budget", "64"]
 TARGET = 3.0  # seconds, the whole command
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def command_wall() -> float:
@@ -100,7 +88,7 @@ def main() -> None:
          + ", ".join(f"{k.strip('_')} {v:.2f}" for k, v in phases.items())
          + "; the command's remaining time is Python's start, imports and the modelled profile"},
     ]
-    machine = {"cpu": cpu_model(), "python": platform.python_version(), "machine": platform.machine(),
+    machine = {"cpu": cpu_name(), "python": platform.python_version(), "machine": platform.machine(),
                "cpus": os.cpu_count(), "loadavg_before": load0, "loadavg_after": os.getloadavg()}
     report(machine, rows, args.json, width=52)
 
