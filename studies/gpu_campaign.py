@@ -55,7 +55,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +77,7 @@ PROCESS_S = 10.0  # stated time of starting a Python process that imports torch 
 TRACE_MODES = ("ar", "lr-sync", "lr-async")
 TRACE_P = 0.5  # the random verifier's acceptance probability
 TRACES_BUDGET_S = 180.0  # the paper pair's traces, stated on an H100: what the first window spends before the rest
+DERIVED = ("compare-traces", "compare", "pack", "validate")  # parts that only read the others' files
 PREDICT_STEPS = 20_000  # output steps lrsim simulates per prediction (its default; 2000 in the smoke test)
 ENGINE_PREFILL = "unseen"  # lrref's per-sequence KV: a row prefills the drafts its sequence has not seen
 #                           (lrsim.sim.SimConfig.prefill), on the modelled and the measured profile alike
@@ -128,6 +129,7 @@ class Campaign:
     memory_gib: float | None = None
     log: list = field(default_factory=list)
     deadline: float | None = None  # time.perf_counter() at which --budget-s ends: a subprocess part stops there
+    offline: bool = False  # derived parts re-run on a machine without the device
 
     @property
     def archs(self) -> tuple[str, ...]:
@@ -407,11 +409,18 @@ def trace_profiles(c: Campaign, paper: bool) -> list[tuple[str, str, object]]:
     return out
 
 
-def measured_tps(trace) -> tuple[float | None, int, float]:
-    """Tokens per second of a trace's finished requests (their tokens over their seconds), tokens, seconds."""
-    done = [r for r in trace.requests if r.end > r.start]
+def measured_tps(trace, skip: int = 0) -> tuple[float | None, int, float]:
+    """Tokens per second of a trace's finished requests (their tokens over their seconds), tokens, seconds;
+    ``skip`` leaves out the first requests (those that ran while the engine warmed up)."""
+    done = [r for r in sorted(trace.requests, key=lambda r: r.start) if r.end > r.start][skip:]
     tokens, seconds = sum(r.output_tokens for r in done), sum(r.end - r.start for r in done)
     return (tokens / seconds if seconds else None), tokens, seconds
+
+
+def request_tps(trace) -> list[float]:
+    """Each finished request's tokens per second, in the order they ran."""
+    return [r.output_tokens / (r.end - r.start) for r in sorted(trace.requests, key=lambda r: r.start)
+            if r.end > r.start]
 
 
 def predict_trace(traces: list, t, profile, archs: tuple[str, str], steps: int) -> dict:
@@ -441,16 +450,22 @@ def compare_trace_rows(c: Campaign) -> list[dict]:
         if not traces:
             continue
         archs = profile_archs(traces)
-        ar_tps = next((measured_tps(t)[0] for t in traces if t.header.mode == "ar"), None)
+        ar = next((t for t in traces if t.header.mode == "ar"), None)
+        ar_tps = measured_tps(ar)[0] if ar else None
         for label, name, prof in trace_profiles(c, paper=i == 0):
             for t in traces:
                 tps, tokens, seconds = measured_tps(t)
                 pred = predict_trace(traces, t, prof, archs, 2000 if c.tiny else PREDICT_STEPS)
+                later, later_ar = measured_tps(t, skip=1)[0], measured_tps(ar, skip=1)[0] if ar else None
                 err = pred["predicted_tps"] / tps - 1 if pred["predicted_tps"] is not None and tps else None
+                err_later = (pred["predicted_tps"] / later - 1 if pred["predicted_tps"] is not None and later
+                             else None)
                 rows.append({"pair": f"{target}+{draft}", "mode": t.header.mode, "profile": label, "hardware": name,
                              "archs": list(archs), "tokens": tokens, "seconds": round(seconds, 3),
-                             "measured_tps": tps, "measured_speedup": tps / ar_tps if tps and ar_tps else None}
-                            | pred | {"error": err})
+                             "measured_tps": tps, "measured_speedup": tps / ar_tps if tps and ar_tps else None,
+                             "request_tps": request_tps(t), "measured_tps_after_first": later,
+                             "measured_speedup_after_first": later / later_ar if later and later_ar else None}
+                            | pred | {"error": err, "error_after_first": err_later})
     return rows
 
 
@@ -460,18 +475,24 @@ def part_compare_traces(c: Campaign) -> dict:
     if not rows:
         raise UsageError(f"no traces in {c.work / 'traces'}: run the traces parts first")
     doc = {"spec": c.spec, "engine": "hf-eager", "prefill": ENGINE_PREFILL, "rows": rows,
-           "note": "measured: output tokens over request seconds of each trace; predicted: lrsim.predict with "
+           "note": "measured: output tokens over request seconds of each trace (after_first: without each "
+                   "mode's first request, which runs while the engine warms up); predicted: lrsim.predict with "
                    "behaviour from the pair's traces, timing from the profile"
                    + ("; smoke test on a CPU priced as an H100: the numbers mean nothing" if c.tiny else "")}
     (c.work / "compare-traces.json").write_text(json.dumps(doc, indent=1) + "\n")
     for r in rows:
         got = (f"predicted {r['predicted_tps']:.2f}, error {100 * r['error']:+.1f}%" if r["error"] is not None
                else f"not predicted: {r.get('failed', 'no finished request')[:160]}")
+        later = (f"; after the first request {r['measured_tps_after_first']:.2f}, error "
+                 f"{100 * r['error_after_first']:+.1f}%" if r["error_after_first"] is not None else "")
         print(f"  {r['pair']} {r['mode']:<8} on {r['profile']:<6} ({r['hardware']}): measured "
-              f"{r['measured_tps'] or 0:.2f} tok/s, {got}")
+              f"{r['measured_tps'] or 0:.2f} tok/s, {got}{later}")
     return {"files": ["compare-traces.json"], "rows": len(rows),
             "errors": {f"{r['mode']} {r['profile']}": None if r["error"] is None else round(r["error"], 4)
-                       for r in rows if r["pair"] == "+".join(c.pairs[0])}}
+                       for r in rows if r["pair"] == "+".join(c.pairs[0])},
+            "errors_after_first": {f"{r['mode']} {r['profile']}": None if r["error_after_first"] is None
+                                   else round(r["error_after_first"], 4)
+                                   for r in rows if r["pair"] == "+".join(c.pairs[0])}}
 
 
 def compare_rows(c: Campaign) -> list[dict]:
@@ -547,7 +568,7 @@ def part_pack(c: Campaign) -> dict:
     c.out.mkdir(parents=True, exist_ok=True)
     files = []
     for p in sorted(c.work.rglob("*")):
-        if p.is_file() and p.parent.name != "parts":
+        if p.is_file() and p.parent.name != "parts" and p.name != "resumed-manifest.json":
             dst = c.out / p.relative_to(c.work)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p, dst)
@@ -555,17 +576,33 @@ def part_pack(c: Campaign) -> dict:
     markers = {p.name.rsplit(".", 2)[0]: json.loads(p.read_text()) | {"status": p.name.rsplit(".", 2)[1]}
                for p in sorted((c.work / "parts").glob("*.json"))}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False)
+    run = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "git_commit": commit.stdout.strip() or None,
+           "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "device": c.device}
+    run |= {"offline": "derived parts only, on a machine without the device"} if c.offline else {}
     manifest = {"format": "lr-gpu-campaign", "version": 1, "device": c.device, "spec": c.spec, "tiny": c.tiny,
-                "date": time.strftime("%Y-%m-%d", time.gmtime()), "git_commit": commit.stdout.strip() or None,
-                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "parts": markers, "files": files}
+                **run, "runs": pack_runs(c) + [run], "parts": markers, "files": files}
     (c.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return {"files": files + ["manifest.json"], "out": str(c.out)}
+
+
+def pack_runs(c: Campaign) -> list[dict]:
+    """The commands that built the pack before this one (its manifest's ``runs``, or the one it names; the copy
+    restored by ``--resume-from`` counts), without this command's earlier entries: a pack refreshed after every part
+    lists each command once."""
+    for man_path in (c.out / "manifest.json", c.work / "resumed-manifest.json"):
+        if man_path.is_file():
+            man = json.loads(man_path.read_text())
+            runs = man.get("runs") or [{k: man.get(k) for k in ("date", "git_commit", "command", "device")}]
+            this = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+            return [r for r in runs if r.get("command") != this]
+    return []
 
 
 def part_validate(c: Campaign) -> dict:
     cmd = [sys.executable, str(ROOT / "studies" / "gpu_model_validation.py"), "--profiles", str(c.out),
            "--out", str(c.out / "validation")] + (["--device", c.spec] if c.spec else ["--device", "h100-sxm"])
     r = run_logged(c, cmd, 600, "validate.log")
+    shutil.copy2(c.work / "validate.log", c.out / "validate.log")  # the pack part ran before this one
     return {"summary": [ln for ln in r.stdout.splitlines() if ln.startswith(("held-out", "other device"))]}
 
 
@@ -742,6 +779,7 @@ def resume_from(c: Campaign, pack: Path, plan: list[Part]) -> list[str]:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
     derived = {p.name for p in plan if p.derived}
+    (c.work / "resumed-manifest.json").write_text(json.dumps(man, indent=1) + "\n")  # its runs join the new pack's
     done = []
     (c.work / "parts").mkdir(exist_ok=True)
     for name, m in man.get("parts", {}).items():
@@ -778,18 +816,39 @@ def setup(a: argparse.Namespace) -> Campaign:
             spec = spec or "h100-sxm"
             return Campaign(a.device, a.tiny, a.work or ROOT / "runs" / f"gpu-campaign-{spec}",
                             a.out or ROOT / "studies" / "data" / f"gpu-{spec}", spec, get_device(spec).memory_gib)
+        if not torch.cuda.is_available() and offline_parts(a):  # derived parts on another machine: the files only
+            spec = spec or pack_spec(a.resume_from)
+            if not spec:
+                raise UsageError("without a CUDA device the derived parts need --spec or --resume-from PACK")
+            return replace(_campaign(a, spec, None), offline=True)
         if not torch.cuda.is_available():
-            raise UsageError(f"--device {a.device}: torch sees no CUDA device")
+            raise UsageError(f"--device {a.device}: torch sees no CUDA device (on a machine without it, "
+                             f"--parts {','.join(DERIVED)} re-derives a pack's comparisons)")
         from lrsim.gpu.devices import device_for_name
 
         name = torch.cuda.get_device_name(torch.device(a.device))
         spec = spec or device_for_name(name)
         mem = torch.cuda.get_device_properties(torch.device(a.device)).total_memory / 2 ** 30
+    return _campaign(a, spec, mem)
+
+
+def _campaign(a: argparse.Namespace, spec: str | None, mem: float | None) -> Campaign:
     label = spec or ("cpu-tiny" if a.tiny else a.device.replace(":", ""))
     out = a.out or ROOT / "studies" / "data" / f"gpu-{label}"
     work = a.work or ROOT / "runs" / f"gpu-campaign-{label}"
     work.mkdir(parents=True, exist_ok=True)
     return Campaign(a.device, a.tiny, work, out, spec, mem)
+
+
+def offline_parts(a: argparse.Namespace) -> bool:
+    """Whether ``--parts`` names derived parts only: they read a pack's files, so they run without the device."""
+    return bool(a.parts) and set(a.parts.split(",")) <= set(DERIVED)
+
+
+def pack_spec(pack: Path | None) -> str | None:
+    """The device spec a committed pack was measured on (its manifest's ``spec``), if there is one."""
+    man = pack / "manifest.json" if pack else None
+    return json.loads(man.read_text()).get("spec") if man and man.is_file() else None
 
 
 def main() -> int:

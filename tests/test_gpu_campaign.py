@@ -38,6 +38,46 @@ def check_compare_traces(path: Path) -> None:
         assert r["measured_tps"] > 0 and r["predicted_tps"] > 0, r
         assert math.isclose(r["error"], r["predicted_tps"] / r["measured_tps"] - 1), r
     assert {r["hardware"] for r in rows if r["profile"] == "points"} == {"trace-points.json"}
+    for r in rows:  # one request per mode in the smoke test: nothing is left once the first is set aside
+        assert len(r["request_tps"]) == 1 and r["measured_tps_after_first"] is None and r["error_after_first"] is None
+
+
+def test_committed_h200_pack_re_derives_without_the_device(tmp_path):
+    """The lent H200's pack (studies/data/gpu-h200) re-derived here, where torch sees no CUDA device: the derived
+    parts read its files only; each mode's rate without its first request is the second request's own rate."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this checks the path taken without a CUDA device")
+    pack = ROOT / "studies" / "data" / "gpu-h200"
+    r = campaign("--work", str(tmp_path / "w"), "--out", str(tmp_path / "o"), "--resume-from", str(pack),
+                 "--parts", "compare-traces,compare,pack", device=("--device", "cuda"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "campaign on cuda (spec h200)" in r.stdout and "traces-qwen2.5-32b" in r.stdout.split("resumed from")[1]
+    rows = json.loads((tmp_path / "o" / "compare-traces.json").read_text())["rows"]
+    for row in rows:
+        first, second = row["request_tps"]
+        assert math.isclose(row["measured_tps_after_first"], second)
+        assert math.isclose(row["error_after_first"], row["predicted_tps"] / second - 1)
+        assert min(first, second) < row["measured_tps"] < max(first, second)
+    ar = next(row for row in rows if row["mode"] == "ar")
+    assert ar["request_tps"][1] > 2 * ar["request_tps"][0]  # the slow first ~85 s the validation page describes
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    flags = [run.get("offline") is not None for run in man["runs"]]
+    assert flags[:2] == [False, False] and flags[-1] and "--resume-from" in man["runs"][-1]["command"]  # measured, then derived
+    assert man["parts"]["kernels-qwen2.5-32b"]["resumed_from"] == str(pack)
+    kernels = {row["arch"]: row for row in json.loads((tmp_path / "o" / "compare.json").read_text())[
+        "model_vs_measured"] if row["timed"] == "kernel_sum"}
+    assert set(kernels) == {"qwen2.5-1.5b", "qwen2.5-32b"} and all(k["points"] == 75 for k in kernels.values())
+
+
+def test_derived_parts_without_the_device_need_a_spec(tmp_path):
+    pytest.importorskip("torch")
+    r = campaign("--work", str(tmp_path / "w"), "--parts", "compare", device=("--device", "cuda"))
+    if "torch sees no CUDA device" not in r.stderr and r.returncode == 0:
+        pytest.skip("a CUDA device is here")
+    assert r.returncode == 2 and "need --spec or --resume-from PACK" in r.stderr and "Traceback" not in r.stderr
+    r = campaign("--work", str(tmp_path / "w"), "--parts", "env", device=("--device", "cuda"))
+    assert r.returncode == 2 and "torch sees no CUDA device" in r.stderr and "re-derives" in r.stderr
 
 
 def test_campaign_smoke_on_cpu_is_resumable(tmp_path):
