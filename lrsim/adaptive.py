@@ -10,7 +10,8 @@ target step at batch 1 (``L`` tokens, ``L`` passes of one position, ``T(1)`` eac
 - ``beta(n) = T(n) / T(1)``: a target pass over ``n`` positions (all rows), from :class:`Costs`;
 - ``E2(k2) = (1 - a2^k2) / (1 - a2)``: tokens a pass keeps with ``k2 - 1`` drafted tokens (Leviathan et al.);
 - ``tau(r, k2) = beta(r k2) / E2(k2)``: ``r`` target steps written in parallel, token SD inside;
-- ``c1 = D / T(1)``: a draft step relative to a target step (draft seconds per token over the target's);
+- ``c1 = D / T(1)``: a draft step relative to a target step (draft seconds per token over the target's), over
+  ``E2(k2)`` when the draft speculates tokens inside its steps too (``Costs.draft_sd``, the paper's ``h = f g``);
 - ``v = V / (L T(1))``: one verifier call on a step pair, relative to a target step.
 
 Then (``E1(k) = (1 - a1^k) / (1 - a1)``, ``X`` the accepted drafts before a rejection, ``P(X = x) = a1^x (1 - a1)``):
@@ -90,16 +91,18 @@ class Costs:
     target_pass: Callable[[int], float]
     draft_token_s: float
     verify_pair_s: float = 0.0
+    draft_sd: bool = True  #: the draft uses the arm's token SD inside its steps (lrref --draft-ngram, sim draft_sd)
 
     def beta(self, n: int) -> float:
         """``T(n) / T(1)``."""
         return self.target_pass(n) / self.target_pass(1)
 
     @classmethod
-    def affine(cls, t1: float, per_position: float, draft_token_s: float, verify_pair_s: float = 0.0) -> Costs:
+    def affine(cls, t1: float, per_position: float, draft_token_s: float, verify_pair_s: float = 0.0,
+               draft_sd: bool = True) -> Costs:
         """``T(n) = t1 + per_position (n - 1)``: ``per_position = 0`` is a free batch (a GPU far from its
         roofline), ``per_position = t1`` a linear one (a CPU)."""
-        return cls(lambda n: t1 + per_position * (n - 1), draft_token_s, verify_pair_s)
+        return cls(lambda n: t1 + per_position * (n - 1), draft_token_s, verify_pair_s, draft_sd)
 
 
 def _e(a: float, k: int) -> float:
@@ -114,7 +117,7 @@ def speedup(arm: Arm, a1: float, a2: float, step_tokens: float, costs: Costs) ->
     if arm.mode == "ar":
         return e2 / costs.beta(arm.k2)
     t1 = costs.target_pass(1)
-    c1 = costs.draft_token_s / t1
+    c1 = costs.draft_token_s / t1 / (e2 if costs.draft_sd else 1.0)  # the draft's steps speculate too
     v = costs.verify_pair_s / (step_tokens * t1)
 
     def tau(rows: int) -> float:
@@ -151,11 +154,16 @@ class Beta:
     def mean(self) -> float:
         return self.a / (self.a + self.b)
 
-    def update(self, successes: int, failures: int) -> None:
+    def update(self, successes: int, failures: int, memory: float | None = None) -> None:
+        """Add the counts; with ``memory``, then shrink ``a`` and ``b`` alike so they weigh at most ``memory``
+        observations (older evidence fades: acceptance that changes mid-request is followed)."""
         if successes < 0 or failures < 0:
             raise ValueError(f"counts must be >= 0, got {successes}, {failures}")
         self.a += successes
         self.b += failures
+        if memory is not None and self.a + self.b > memory:
+            scale = memory / (self.a + self.b)  # the mean stays, the weight is capped
+            self.a, self.b = self.a * scale, self.b * scale
 
     def sample(self, rng: np.random.Generator) -> float:
         return float(rng.beta(self.a, self.b))
@@ -170,6 +178,10 @@ class Policy:
     :param prior_weight: observations the priors are worth.
     :param step_tokens: tokens per step (updated with every observed step: a running mean).
     :param dwell: decisions a choice is kept for before the next draw.
+    :param memory: observations the posteriors weigh at most (step verdicts; token verdicts ``memory`` times
+        the step length): older ones fade, so acceptance that changes mid-request is followed (None: all count).
+    :param switch_margin: how much faster (a share) the draw's best must be than the current choice, under the
+        same draw, to replace it (0: always the draw's best).
     """
 
     costs: Costs
@@ -180,10 +192,16 @@ class Policy:
     candidates: list[Arm] = field(default_factory=arms)
     dwell: int = 1
     seed: int = 0
+    switch_margin: float = 0.0
+    memory: float | None = None
 
     def __post_init__(self) -> None:
         if self.dwell < 1 or self.step_tokens <= 0 or not self.candidates:
             raise InputError("dwell >= 1, step_tokens > 0 and at least one configuration are needed")
+        if not 0 <= self.switch_margin < 1:
+            raise InputError(f"switch_margin in [0, 1), got {self.switch_margin}")
+        if self.memory is not None and self.memory < self.prior_weight:
+            raise InputError(f"memory must be >= prior_weight ({self.prior_weight}), got {self.memory}")
         self.step = Beta.prior(self.alpha1, self.prior_weight)
         self.token = Beta.prior(self.alpha2, self.prior_weight)
         self.rng = np.random.default_rng(self.seed)
@@ -195,8 +213,9 @@ class Policy:
                 step_tokens: Iterable[int] = ()) -> None:
         """What the decoder saw since the last call: verified draft steps accepted / rejected, drafted tokens
         and those accepted, the lengths of committed steps."""
-        self.step.update(accepted, rejected)
-        self.token.update(tokens_accepted, tokens_drafted - tokens_accepted)
+        self.step.update(accepted, rejected, self.memory)
+        self.token.update(tokens_accepted, tokens_drafted - tokens_accepted,
+                          None if self.memory is None else self.memory * self.step_tokens)  # tokens: per step
         for n in step_tokens:
             self.steps_seen += 1
             self.step_tokens += (n - self.step_tokens) / (self.steps_seen + 1)  # the prior step length counts once
@@ -206,12 +225,22 @@ class Policy:
         return self._argmax(self.step.mean, self.token.mean)
 
     def choose(self) -> Arm:
-        """The configuration to run next: the current one while it dwells, else a Thompson draw."""
-        if self.current is None or self.left <= 0:
-            self.current = self._argmax(self.step.sample(self.rng), self.token.sample(self.rng))
+        """The configuration to run next: first the best at the prior means; then the current one while it
+        dwells, else a Thompson draw, whose best replaces the current configuration only if it is faster by more
+        than ``switch_margin`` under the same draw (a switch drops the drafts in flight: near-ties do not pay)."""
+        if self.current is None:  # the first choice: the best at the prior means (the planner's)
+            self.current, self.left = self.best(), self.dwell
+        elif self.left <= 0:
+            a1, a2 = self.step.sample(self.rng), self.token.sample(self.rng)
+            best = self._argmax(a1, a2)
+            if self._speedup(best, a1, a2) > (1 + self.switch_margin) * self._speedup(self.current, a1, a2):
+                self.current = best
             self.left = self.dwell
         self.left -= 1
         return self.current
 
+    def _speedup(self, arm: Arm, a1: float, a2: float) -> float:
+        return speedup(arm, a1, a2, self.step_tokens, self.costs)
+
     def _argmax(self, a1: float, a2: float) -> Arm:
-        return max(self.candidates, key=lambda arm: speedup(arm, a1, a2, self.step_tokens, self.costs))
+        return max(self.candidates, key=lambda arm: self._speedup(arm, a1, a2))

@@ -22,7 +22,13 @@ def test_free_batch_without_verifier_time_is_the_papers_closed_forms(a1, c1):
         g = float(theory.g(0.7, 1e-15, k2))  # c2 -> 0 (theory refuses 0)
         assert speedup(Arm("ar", 1, k2), a1, 0.7, 40, free) == pytest.approx(g, 1e-9)
         assert speedup(Arm("sync", 3, k2), a1, 0.7, 40, free) == pytest.approx(
-            float(theory.f_sync(a1, c1 * g, 3)) * g, 1e-9)  # the target's step shrinks by g, the draft's does not
+            float(theory.h(a1, c1, 3, 0.7, 1e-15, k2, "sync")), 1e-9)  # both steps shrink by g: the paper's f g
+        for mode in ("sync", "async"):
+            assert speedup(Arm(mode, 3, k2), a1, 0.7, 40, free) == pytest.approx(
+                float(theory.f_step(a1, c1, 3, mode)) * g, 1e-9)
+        own = Costs.affine(1.0, 0.0, c1, draft_sd=False)  # a draft without token SD: only the target's step shrinks
+        assert speedup(Arm("sync", 3, k2), a1, 0.7, 40, own) == pytest.approx(
+            float(theory.f_sync(a1, c1 * g, 3)) * g, 1e-9)
 
 
 def test_linear_batches_pick_ar_and_free_batches_pick_lr():

@@ -86,15 +86,17 @@ def read_traces(paths: Sequence[str]) -> list:
 # ----------------------------------------------------------------------------- simulator flags
 
 
-def sim_flags() -> tuple[list, list]:
-    """(flag, SimConfig field, parser): scalars (grids in ``sweep``) and models (one value in both commands)."""
+def sim_flags(auto: bool = False) -> tuple[list, list]:
+    """(flag, SimConfig field, parser): scalars (grids in ``sweep``) and models (one value in both commands);
+    ``auto``: ``--mode`` also takes ``auto`` (``lrsim simulate``)."""
     from ..cost.passcost import load_cost
     from ..dists import parse_dist
     from ..sim import ENGINES, JOINS, TOKEN_MODELS
     from ..modes import COLOCATED
 
     scalars = [
-        ("--mode", "mode", choice(SIM_MODES)), ("--alpha1", "alpha1", unit), ("--c1", "c1", cost),
+        ("--mode", "mode", choice(SIM_MODES + (("auto",) if auto else ()))), ("--alpha1", "alpha1", unit),
+        ("--c1", "c1", cost),
         ("--k1", "k1", positive_int), ("--alpha2", "alpha2", unit), ("--c2", "c2", cost),
         ("--k2", "k2", positive_int), ("--width", "width", positive_int), ("--correlation", "correlation", unit),
         ("--verifier-cost", "verifier_cost", nonnegative), ("--budget", "budget", positive_int),
@@ -114,15 +116,16 @@ def sim_flags() -> tuple[list, list]:
     return scalars, models
 
 
-def add_sim_args(p, grid: bool, skip: Sequence[str] = ()) -> None:
-    """One flag per :class:`lrsim.sim.SimConfig` field (in ``sweep`` the scalars take a grid)."""
+def add_sim_args(p, grid: bool, skip: Sequence[str] = (), auto: bool = False) -> None:
+    """One flag per :class:`lrsim.sim.SimConfig` field (in ``sweep`` the scalars take a grid; ``auto``: ``--mode
+    auto`` too)."""
     from ..dists import DIST_SYNTAX
     from ..fields import help_texts
     from ..sim import SimConfig
     from ..sweep import GRID_SYNTAX
 
     helps, defaults = help_texts(SimConfig), SimConfig()
-    scalars, models = sim_flags()
+    scalars, models = sim_flags(auto)
     scalars, models = [x for x in scalars if x[1] not in skip], [x for x in models if x[1] not in skip]
     for flag, name, parse in scalars:
         h = f"{helps[name]} (default {getattr(defaults, name)})"

@@ -41,6 +41,8 @@ class SimResult:
     speedup_se: float | None  #: batch-means standard error of the speedup (None if too few cycles)
     theory_speedup: float | None  #: closed form at (P_W, c1_eff): f_sync/f_async(k1) * g(k2), or g(k2) for ar
     acceptance_rate: float | None  #: accepted / decisive verdicts (accepts + first rejections)
+    accepted: int  #: accepted drafts
+    decisive: int  #: decisive verdicts (accepts and first rejections)
     accept_probability: float  #: P_W of the acceptance model
     accepted_per_cycle: float  #: accepted drafts per cycle (stage in async)
     steps_per_cycle: float  #: output steps per cycle
@@ -52,6 +54,7 @@ class SimResult:
     target_utilisation: float  #: mean positions in use / capacity (M, or k1 k2)
     wasted_target_work: float  #: share of target sequence-iterations on cancelled or rejected-branch steps
     peak_positions: int  #: most target positions in use at once
+    target_iterations: float  #: sequence-iterations the target ran (ar: its passes)
     c1_eff: float  #: draft step / target step time at batch 1 (mean lengths, draft batch W)
     engine: str  #: 'des' (events: SimPy's, or async's dedicated loop, same results) or 'renewal' (sync and ar)
     events: int  #: events processed (SimPy's, or the async loop's; 0 for the renewal engine)
@@ -85,6 +88,8 @@ def summarize(cfg: SimConfig, log: CycleLog, c1_eff: float) -> SimResult:
         speedup_se=est.se,
         theory_speedup=theory_speedup(cfg, pw, c1_eff),
         acceptance_rate=log.accepted / log.decisive if log.decisive else None,
+        accepted=int(log.accepted),
+        decisive=int(log.decisive),
         accept_probability=pw,
         accepted_per_cycle=log.accepted / cycles,
         steps_per_cycle=log.steps / cycles,
@@ -96,6 +101,7 @@ def summarize(cfg: SimConfig, log: CycleLog, c1_eff: float) -> SimResult:
         target_utilisation=log.seq_time * cfg.k2 / (capacity * sim_time) if sim_time > 0 else 0.0,  # mean use / M
         wasted_target_work=log.wasted / log.seq_iters if log.seq_iters else 0.0,
         peak_positions=log.peak * cfg.k2,
+        target_iterations=float(log.seq_iters),
         c1_eff=c1_eff,
         engine=log.engine,
         events=int(log.events),

@@ -92,6 +92,11 @@ class Workload:
         self.draft_pass = {b: dcost.seconds(self._ctx, b, self._dk) * self._dsd for b in self.draft_pass}
         return True
 
+    @property
+    def pass_costs(self) -> tuple:
+        """(target, draft) pass costs (:class:`lrsim.cost.PassCost`) and the context they are priced at now."""
+        return self._costs + (self._ctx,)
+
     def iteration_time(self, batch: int, extra: float = 0.0) -> float:
         """One target iteration at ``batch`` sequences, ``extra`` of them prefill positions (first passes):
         ``tau(context, batch, q + extra / batch) (1 + c2 (k2 - 1))``, ``q = 1 + spec_fill (k2 - 1)``."""

@@ -1,0 +1,282 @@
+"""Adaptive LR in the simulator (issue 34): a request decoded in segments of output steps, each segment's
+configuration chosen by :class:`lrsim.adaptive.Policy` from what the segments before it showed.
+
+A request is a list of :class:`Phase` s (a number of output steps at a step and token acceptance; acceptance that
+changes mid-request is two phases).  Each segment runs the chosen configuration on the event simulator
+(:class:`lrsim.sim.Continuable` of its :class:`lrsim.sim.SimConfig`): while the choice stays, the same run goes
+on, exactly as one run would; a new choice, or a new phase, starts a new run, so LR's pipeline fills again (the
+drafts in flight are dropped, as a decoder switching at a step boundary drops them).  A fixed configuration is the
+same loop with one choice, so auto and every fixed configuration pay the same phase boundaries.
+
+What the policy observes after a segment (what a decoder sees):
+
+- the verified draft steps accepted and rejected (the run's decisive verdicts: accepts and first rejections);
+- the segment's mean step length;
+- in ``ar`` segments with token SD (``k2 > 1``), token acceptance: a pass writes ``1 + min(X2, k2 - 1)`` tokens
+  (``P(X2 = x) = a2^x (1 - a2)``), so the segment's tokens per pass ``t`` give ``a2`` from
+  ``E2(a2, k2) = (1 - a2^k2) / (1 - a2) = t``; the Beta update counts ``tokens - passes`` accepted tokens and
+  ``passes (1 - a2^(k2-1))`` rejections, the passes that ended before their last position.  LR segments with
+  token SD leave ``a2`` as it is (their target passes include rejected and cancelled rows).
+
+Times are the simulator's seconds; a configuration's speedup over a workload is ``ar``'s seconds over its own on
+the same phases and seeds (common random numbers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+
+from .adaptive import Arm, Costs, Policy
+from .errors import InputError
+from .sim import Continuable, SimConfig
+from .sim.results import SimResult
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Output steps decoded at one step acceptance ``alpha1`` and token acceptance ``alpha2``."""
+
+    steps: int
+    alpha1: float
+    alpha2: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or not 0 <= self.alpha1 <= 1 or not 0 <= self.alpha2 <= 1:
+            raise InputError(f"phase: steps >= 1 and acceptances in [0, 1], got {self}")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of a request: what ran, what it cost, what the policy believed when it chose."""
+
+    phase: int
+    steps: int
+    arm: Arm
+    seconds: float
+    tokens: int
+    accepted: int
+    decisive: int
+    alpha1_mean: float  #: the policy's posterior mean of step acceptance when it chose (fixed: nan)
+    alpha2_mean: float
+
+
+@dataclass
+class RequestRun:
+    """A request decoded segment by segment."""
+
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.segments)
+
+    @property
+    def steps(self) -> int:
+        return sum(s.steps for s in self.segments)
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.tokens for s in self.segments)
+
+    def steps_by_arm(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.segments:
+            out[s.arm.label] = out.get(s.arm.label, 0) + s.steps
+        return out
+
+
+#: builds the simulator's configuration of an arm in a phase (the setup's costs, that phase's acceptance)
+ConfigOf = Callable[[Arm, Phase, int, int], SimConfig]  # (arm, phase, steps, seed) -> SimConfig
+
+
+def e2(a2: float, k2: int) -> float:
+    """``E2 = (1 - a2^k2) / (1 - a2)``: tokens a pass writes on average with ``k2 - 1`` drafted tokens."""
+    return float(k2) if a2 >= 1 else (1 - a2**k2) / (1 - a2)
+
+
+def token_acceptance(tokens_per_pass: float, k2: int) -> float:
+    """``a2`` with ``E2(a2, k2) = tokens_per_pass`` (bisection; ``E2`` rises from 1 at 0 to ``k2`` at 1)."""
+    t = min(max(tokens_per_pass, 1.0), float(k2))
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if e2(mid, k2) < t else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _observe(policy: Policy, arm: Arm, r: SimResult, prev: SimResult | None, steps: int) -> tuple[int, int]:
+    """Feed the policy what one segment showed (module doc); returns (accepted, decisive) of the segment."""
+    acc = r.accepted - (prev.accepted if prev else 0)
+    dec = r.decisive - (prev.decisive if prev else 0)
+    tokens = r.output_tokens - (prev.output_tokens if prev else 0)
+    kw = {"accepted": acc, "rejected": dec - acc, "step_tokens": [round(tokens / steps)] * steps}
+    if arm.mode == "ar" and arm.k2 > 1:
+        passes = r.target_iterations - (prev.target_iterations if prev else 0)
+        if passes > 0:
+            a2 = token_acceptance(tokens / passes, arm.k2)
+            kw |= {"tokens_accepted": round(tokens - passes),
+                   "tokens_drafted": round(tokens - passes + passes * (1 - a2 ** (arm.k2 - 1)))}
+    policy.observe(**kw)
+    return acc, dec
+
+
+def run_request(phases: Sequence[Phase], config_of: ConfigOf, *, arm: Arm | None = None,
+                policy: Policy | None = None, segment_steps: int = 4, seed: int = 0) -> RequestRun:
+    """Decode one request of ``phases``: with ``arm`` fixed throughout, or with ``policy`` choosing every
+    ``segment_steps`` output steps (module doc).  A run's seed is the request's, its phase's and the step it
+    starts at, so a run after a switch draws new verdicts and fixed configurations share their random numbers."""
+    if (arm is None) == (policy is None):
+        raise InputError("give a fixed arm or a policy, not both")
+    if segment_steps < 1:
+        raise InputError(f"segment_steps >= 1, got {segment_steps}")
+    out = RequestRun()
+    for i, ph in enumerate(phases):
+        done, live, prev, current = 0, None, None, None
+        while done < ph.steps:
+            means = (policy.step.mean, policy.token.mean) if policy else (float("nan"), float("nan"))
+            choice = arm if arm is not None else policy.choose()
+            if choice != current:  # a new run: the pipeline fills again
+                live = Continuable(config_of(choice, ph, ph.steps - done, seed + 7919 * i + 104_729 * done))
+                current, prev, base = choice, None, done
+            n = min(segment_steps, ph.steps - done) if policy else ph.steps - done
+            r = live.result(done + n - base)
+            seconds = r.sim_time - (prev.sim_time if prev else 0.0)
+            tokens = r.output_tokens - (prev.output_tokens if prev else 0)
+            if policy:
+                acc, dec = _observe(policy, choice, r, prev, n)
+            else:
+                acc, dec = r.accepted - (prev.accepted if prev else 0), r.decisive - (prev.decisive if prev else 0)
+            out.segments.append(Segment(i, n, choice, seconds, tokens, acc, dec, *means))
+            prev, done = r, done + n
+    return out
+
+
+def compose_config_of(behaviour, hw, *, steps_cap: int | None = None) -> ConfigOf:
+    """The :data:`ConfigOf` of a behaviour (lengths, verifier, prompt) on a hardware setup
+    (:func:`lrsim.api.hardware`): :func:`lrsim.compose.sim_config` of the arm with the phase's acceptance."""
+    from .compose import sim_config
+    from .trace import Setting
+
+    def config_of(arm: Arm, ph: Phase, steps: int, seed: int) -> SimConfig:
+        b = replace(behaviour, alpha1=ph.alpha1, alpha2=ph.alpha2)
+        return sim_config(b, hw, Setting(arm.mode, arm.k1, arm.k2), steps if steps_cap is None else steps_cap, seed)
+
+    return config_of
+
+
+def costs_of(hw, behaviour) -> Costs:
+    """The policy's :class:`lrsim.adaptive.Costs` on a hardware setup: the target's pass over ``n`` positions and
+    the draft's token at the prompt's context, the verifier's mean call."""
+    from .compose import verifier
+
+    ctx = float(behaviour.prompt_tokens)
+    target, draft = hw.target("async"), hw.draft("async")
+    if draft is None:
+        raise InputError("adaptive LR needs a draft model on the hardware (--draft-arch)")
+    ver, _ = verifier(hw, behaviour)
+    return Costs(lambda n: target.seconds(ctx, 1, n), draft.seconds(ctx, 1, 1), float(ver.mean) if ver else 0.0)
+
+
+def costs_of_config(cfg: SimConfig) -> Costs:
+    """The policy's :class:`lrsim.adaptive.Costs` for a simulator configuration: its target pass over ``n``
+    positions and its draft token (:attr:`lrsim.sim.workload.Workload.pass_costs`), its verifier's mean call
+    (``verifier_latency``, else ``verifier_cost`` target steps)."""
+    from .sim.workload import Workload
+
+    w = Workload(cfg)
+    target, draft, ctx = w.pass_costs
+    step_s = w.tau1 * cfg.step_tokens.mean  # one target step at batch 1
+    ver = float(cfg.verifier_latency.mean) if cfg.verifier_latency is not None else cfg.verifier_cost * step_s
+    return Costs(lambda n: target.seconds(ctx, 1, n), draft.seconds(ctx, 1, 1), ver, cfg.draft_sd)
+
+
+@dataclass
+class AutoResult:
+    """``auto`` and every fixed configuration on the same phases (:func:`simulate_auto`)."""
+
+    auto: RequestRun
+    fixed: dict[Arm, RequestRun]
+    phases: tuple[Phase, ...]
+
+    def tokens_per_second(self, run: RequestRun) -> float:
+        return run.tokens / run.seconds
+
+    @property
+    def ar(self) -> RequestRun:
+        return self.fixed[Arm("ar")]
+
+    @property
+    def best(self) -> Arm:
+        """The fixed configuration with the most tokens per second on these phases (an oracle)."""
+        return max(self.fixed, key=lambda a: self.tokens_per_second(self.fixed[a]))
+
+    def speedup(self, run: RequestRun) -> float:
+        """Tokens per second over ``ar``'s on the same phases."""
+        return self.tokens_per_second(run) / self.tokens_per_second(self.ar)
+
+    @property
+    def switches(self) -> int:
+        return sum(1 for a, b in pairwise(self.auto.segments) if a.arm != b.arm)
+
+    def to_dict(self) -> dict:
+        best = self.best
+        return {"phases": [vars(p) for p in self.phases], "auto_speedup": self.speedup(self.auto),
+                "best_fixed": best.label, "best_fixed_speedup": self.speedup(self.fixed[best]),
+                "auto_over_best": self.speedup(self.auto) / self.speedup(self.fixed[best]),
+                "auto_steps": self.auto.steps_by_arm(), "switches": self.switches,
+                "decisions": [{"phase": s.phase, "steps": s.steps, "config": s.arm.label,
+                               "alpha1_mean": s.alpha1_mean, "alpha2_mean": s.alpha2_mean,
+                               "seconds": s.seconds} for s in self.auto.segments],
+                "fixed": {a.label: self.speedup(r) for a, r in self.fixed.items()}}
+
+    def format(self) -> str:
+        best = self.best
+        ph = ", ".join(f"{p.steps} steps at alpha1 {p.alpha1:g}" for p in self.phases)
+        used = ", ".join(f"{k} {v}" for k, v in sorted(self.auto.steps_by_arm().items(), key=lambda kv: -kv[1]))
+        top = sorted(self.fixed, key=lambda a: -self.speedup(self.fixed[a]))[:5]
+        lines = [f"auto on {ph}",
+                 f"  speedup over ar      {self.speedup(self.auto):.3f}x  ({self.switches} switches)",
+                 (f"  best fixed (oracle)  {best.label}: {self.speedup(self.fixed[best]):.3f}x  "
+                  f"(auto / best {self.speedup(self.auto) / self.speedup(self.fixed[best]):.3f})"),
+                 f"  steps by config      {used}",
+                 "  fixed, best five     " + ", ".join(f"{a.label} {self.speedup(self.fixed[a]):.3f}x" for a in top)]
+        return "\n".join(lines)
+
+
+def simulate_auto(base: SimConfig, phases: Sequence[Phase], *, max_gamma: int = 8, k2s: Sequence[int] = (1, 4),
+                  modes: Sequence[str] = ("sync", "async"), dwell: int = 4, switch_margin: float = 1 / 16,
+                  segment_steps: int = 4, prior_weight: float = 4.0, memory: float | None = 32.0,
+                  seed: int = 0) -> AutoResult:
+    """``lrsim simulate --mode auto``: the policy on ``base``'s costs (its prior at ``base.alpha1`` and
+    ``base.alpha2``), and every fixed configuration it chooses among, on the same phases and random numbers."""
+    from .adaptive import arms
+
+    candidates = arms(max_gamma=max_gamma, k2s=k2s, modes=modes)
+
+    def config_of(arm: Arm, ph: Phase, steps: int, s: int) -> SimConfig:
+        return replace(base, mode=arm.mode, k1=arm.k1, k2=arm.k2, alpha1=ph.alpha1, alpha2=ph.alpha2, steps=steps,
+                       seed=s)
+
+    policy = Policy(costs_of_config(base), alpha1=base.alpha1, alpha2=base.alpha2, prior_weight=prior_weight,
+                    step_tokens=base.step_tokens.mean, candidates=candidates, dwell=dwell, seed=seed,
+                    switch_margin=switch_margin, memory=memory)
+    auto = run_request(phases, config_of, policy=policy, segment_steps=segment_steps, seed=seed)
+    fixed = {a: run_request(phases, config_of, arm=a, seed=seed) for a in candidates}
+    return AutoResult(auto, fixed, tuple(phases))
+
+
+def parse_phases(text: str, alpha2: float = 0.5) -> list[Phase]:
+    """``STEPS:ALPHA1[:ALPHA2],...`` (e.g. ``30:0.8,30:0.3``): acceptance that changes mid-request; ``alpha2``
+    where a phase does not give it."""
+    out = []
+    for part in text.split(","):
+        bits = part.strip().split(":")
+        try:
+            if len(bits) not in (2, 3):
+                raise ValueError
+            out.append(Phase(int(bits[0]), float(bits[1]), float(bits[2]) if len(bits) == 3 else alpha2))
+        except ValueError:
+            raise InputError(f"phase {part!r}: expected STEPS:ALPHA1[:ALPHA2], e.g. 30:0.8") from None
+    return out

@@ -1,0 +1,187 @@
+"""Adaptive LR in simulation (issue 34, validation b): on the modelled GPUs of the paper's setups, does ``auto``
+(:class:`lrsim.adaptive.Policy` choosing every few steps, :mod:`lrsim.adaptive_sim`) reach the best fixed
+configuration chosen offline for the workload, and how does it compare with the paper's and the official code's
+fixed defaults?
+
+    python studies/adaptive_check.py                     # figures/adaptive_check.json and a table, ~1-2 min
+    python studies/adaptive_check.py --requests 8 --steps 20 --out /tmp/a.json   # quick
+
+Setups: the paper's H100 TP 2 (qwen2.5-32b target on two H100s, qwen2.5-1.5b draft on its own) and the official
+README's H200 TP 2 (qwen3-32b, qwen3-1.7b), both modelled (vLLM-like engine, bf16, the 7B judge's 13 ms per
+call); the CPU pair (qwen2.5-coder 1.5b / 0.5b) on its measured llama.cpp profile, where LR does not pay.  Workloads of
+``--requests`` requests of ``--steps`` output steps (prompt 200 tokens):
+
+- ``recorded-math``, ``recorded-judge``: each request's step acceptance drawn from the per-request acceptance of a
+  recorded lr-async run (``studies/data/answer-quality``: the math verifier at 0.85, the 1.5B judge at 2), token
+  acceptance the recorded n-gram acceptance (``studies/data/validation-llamacpp/g2``, sd);
+- ``falling``: acceptance 0.8 for the first half of every request, 0.3 after; ``rising``: the reverse.
+
+Every fixed configuration (ar, token SD, lr-sync and lr-async at gamma 1-8, each with k2 in 1, 4, 7, 9) runs every
+request with the same random numbers as auto; "best fixed" is the one with the most tokens per second over the
+whole workload (an oracle: it knows the workload).  Auto's policy starts from a prior at the workload's mean
+acceptance (what a planner would be given) worth 4 observations, weighs at most the last 32 verdicts, decides every
+4 steps, keeps a choice 4 decisions and switches only for a gain of 1/16 under the same draw (a switch drops the
+drafts in flight: about one step in 16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lrsim.atomic import atomic_output
+from lrsim.errors import UsageError, run_command
+
+SETUPS = {  # name: (profile, target arch, draft arch, verifier seconds per call); on a GPU the draft has its own
+    "H100 TP 2 (paper)": ("model:h100-sxm:tp2", "qwen2.5-32b", "qwen2.5-1.5b", 0.013),  # the 7B judge (SPEC.md)
+    "H200 TP 2 (official README)": ("model:h200:tp2", "qwen3-32b", "qwen3-1.7b", 0.013),
+    # the CPU pair on its measured llama.cpp profile (AMD EPYC Zen 4, 2 cores), the math verifier (0.54 ms a pair)
+    "CPU, llama.cpp (Zen 4 profile)": (str(ROOT / "studies" / "data" / "profiles" / "cpu-llamacpp-epyc-zen4.json"),
+                                       "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", 0.00054),
+}
+K2S = (1, 4, 7, 9)
+FIXED_DEFAULTS = {  # label: Arm(mode, k1, k2)
+    "paper: LR gamma 6": ("async", 6, 1), "paper: LR gamma 6 + n-gram 8": ("async", 6, 9),
+    "official: depth 4": ("async", 4, 1), "official: depth 4 + n-gram 6": ("async", 4, 7),
+}
+DWELL, MARGIN, SEGMENT = 4, 1 / 16, 4  # decisions a choice is kept, the gain a switch needs (one step of drain over DWELL x SEGMENT steps), steps per decision
+MEMORY = 32  # verdicts the posteriors weigh at most (older ones fade)
+RECORDED = {"recorded-math": "lr-async-math-0.85", "recorded-judge": "lr-async-judge-2"}
+
+
+def recorded_acceptance(row: str) -> list[float]:
+    """Per-request step acceptance of a recorded lr-async run: accepted steps over steps."""
+    from lrsim.trace import read_trace
+
+    t = read_trace(ROOT / "studies" / "data" / "answer-quality" / row / "trace-lr-async.jsonl.gz")
+    return [r.accepted_steps / r.steps for r in t.requests if r.steps]
+
+
+def token_acceptance_recorded() -> float:
+    from lrsim.compose import behaviour_from_traces
+    from lrsim.trace import read_trace
+
+    t = read_trace(ROOT / "studies" / "data" / "validation-llamacpp" / "g2" / "trace-sd.jsonl.gz")
+    return float(behaviour_from_traces([t]).alpha2)
+
+
+def workloads(n: int, steps: int, seed: int) -> dict[str, list[list]]:
+    """Each workload: ``n`` requests, each a list of :class:`lrsim.adaptive_sim.Phase`."""
+    from lrsim.adaptive_sim import Phase
+
+    rng = np.random.default_rng(seed)
+    a2 = token_acceptance_recorded()
+    out = {}
+    for name, row in RECORDED.items():
+        acc = recorded_acceptance(row)
+        out[name] = [[Phase(steps, float(a), a2)] for a in rng.choice(acc, size=n)]
+    half = max(1, steps // 2)
+    out["falling"] = [[Phase(half, 0.8, a2), Phase(steps - half, 0.3, a2)] for _ in range(n)]
+    out["rising"] = [[Phase(half, 0.3, a2), Phase(steps - half, 0.8, a2)] for _ in range(n)]
+    return out
+
+
+def mean_acceptance(reqs: list[list]) -> float:
+    steps = sum(p.steps for r in reqs for p in r)
+    return sum(p.alpha1 * p.steps for r in reqs for p in r) / steps
+
+
+def tps(runs: list) -> float:
+    return sum(r.tokens for r in runs) / sum(r.seconds for r in runs)
+
+
+def check(setup: str, wname: str, reqs: list[list], seed: int) -> dict:
+    """One setup and workload: every fixed configuration and auto over the same requests."""
+    import lrsim
+    from lrsim.adaptive import Arm, Policy, arms
+    from lrsim.adaptive_sim import compose_config_of, costs_of, run_request
+    from lrsim.compose import Behaviour
+
+    prof, target, draft, verifier_s = SETUPS[setup]
+    hw = lrsim.hardware(prof, target, draft, verifier_latency=verifier_s)
+    a2 = reqs[0][0].alpha2
+    b = Behaviour(alpha1=mean_acceptance(reqs), alpha2=a2, prompt_tokens=200)
+    config_of, costs = compose_config_of(b, hw), costs_of(hw, b)
+    candidates = arms(max_gamma=8, k2s=K2S)
+    fixed = {a: tps([run_request(r, config_of, arm=a, seed=seed + i) for i, r in enumerate(reqs)])
+             for a in candidates}
+    auto_runs, t0 = [], time.perf_counter()
+    for i, r in enumerate(reqs):
+        pol = Policy(costs, alpha1=b.alpha1, alpha2=a2, prior_weight=4, step_tokens=52, dwell=DWELL,
+                     candidates=candidates, seed=seed + i, switch_margin=MARGIN, memory=MEMORY)
+        auto_runs.append(run_request(r, config_of, policy=pol, segment_steps=SEGMENT, seed=seed + i))
+    auto = tps(auto_runs)
+    ar = fixed[Arm("ar")]
+    best = max(fixed, key=fixed.get)
+    planned = Policy(costs, alpha1=b.alpha1, alpha2=a2, step_tokens=52, candidates=candidates).best()
+    used: dict[str, int] = {}
+    for run in auto_runs:
+        for k, v in run.steps_by_arm().items():
+            used[k] = used.get(k, 0) + v
+    top = sorted(used.items(), key=lambda kv: -kv[1])[:3]
+    total = sum(used.values())
+    return {"setup": setup, "workload": wname, "requests": len(reqs), "mean_alpha1": b.alpha1, "alpha2": a2,
+            "ar_tps": ar, "auto_speedup": auto / ar, "best_fixed": best.label, "best_fixed_speedup": fixed[best] / ar,
+            "auto_over_best": auto / fixed[best],
+            "planned": planned.label, "planned_speedup": fixed[planned] / ar, "auto_over_planned": auto / fixed[planned],
+            "defaults": {k: {"speedup": fixed[Arm(*v)] / ar, "auto_over": auto / fixed[Arm(*v)]}
+                         for k, v in FIXED_DEFAULTS.items()},
+            "auto_steps": {k: v / total for k, v in top},
+            "switches_per_request": float(np.mean([sum(1 for a, b_ in pairwise(r.segments) if a.arm != b_.arm)
+                                                   for r in auto_runs])),
+            "auto_wall_s": time.perf_counter() - t0}
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| setup | workload | mean a1 | best fixed (oracle) | its speedup | planned at the mean a1 | its speedup | "
+            "auto | auto / best | "
+            "auto / paper LR+n-gram (g6, k2 9) | auto / official (d4, k2 7) | auto's most used |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        d = r["defaults"]
+        most = ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["auto_steps"].items())
+        out.append(f"| {r['setup']} | {r['workload']} | {r['mean_alpha1']:.2f} | {r['best_fixed']} | "
+                   f"{r['best_fixed_speedup']:.2f}x | {r['planned']} | {r['planned_speedup']:.2f}x | "
+                   f"{r['auto_speedup']:.2f}x | {r['auto_over_best']:.3f} | "
+                   f"{d['paper: LR gamma 6 + n-gram 8']['auto_over']:.3f} | "
+                   f"{d['official: depth 4 + n-gram 6']['auto_over']:.3f} | {most} |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=40, help="requests per workload")
+    ap.add_argument("--steps", type=int, default=60, help="output steps per request")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "figures" / "adaptive_check.json")
+    a = ap.parse_args()
+    if a.requests < 1 or a.steps < 2:
+        raise UsageError("--requests >= 1 and --steps >= 2")
+    t0 = time.perf_counter()
+    rows = []
+    for setup in SETUPS:
+        for wname, reqs in workloads(a.requests, a.steps, a.seed).items():
+            rows.append(check(setup, wname, reqs, a.seed))
+            print(f"{setup} / {wname}: auto {rows[-1]['auto_speedup']:.2f}x, best fixed "
+                  f"{rows[-1]['best_fixed']} {rows[-1]['best_fixed_speedup']:.2f}x", file=sys.stderr, flush=True)
+    doc = {"command": " ".join(["python", "studies/adaptive_check.py", *sys.argv[1:]]), "requests": a.requests,
+           "steps": a.steps, "seed": a.seed, "setups": SETUPS, "k2s": list(K2S), "rows": rows,
+           "wall_s": round(time.perf_counter() - t0, 1)}
+    with atomic_output(a.out, text=True) as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    print(table(rows))
+    print(f"\nwrote {a.out} in {doc['wall_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_command("adaptive_check", main))

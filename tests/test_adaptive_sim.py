@@ -1,0 +1,144 @@
+"""lrsim.adaptive_sim: a request decoded in segments, the policy choosing each segment's configuration; and
+``lrsim simulate --mode auto``."""
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from lrsim.adaptive import Arm, Costs, Policy
+from lrsim.adaptive_sim import Phase, costs_of_config, e2, parse_phases, run_request, simulate_auto, token_acceptance
+from lrsim.errors import InputError
+from lrsim.sim import SimConfig, simulate
+
+BASE = SimConfig(mode="async", alpha1=0.6, alpha2=0.5, c1=0.1, steps=40)
+
+
+def config_of(arm, ph, steps, seed):
+    return replace(BASE, mode=arm.mode, k1=arm.k1, k2=arm.k2, alpha1=ph.alpha1, alpha2=ph.alpha2, steps=steps,
+                   seed=seed)
+
+
+def test_one_configuration_in_segments_is_one_run():
+    """A policy that can only choose one configuration runs it in segments of 4 steps: the same seconds, tokens
+    and verdicts as the fixed run, and as simulate() of that configuration."""
+    arm, ph = Arm("async", 4, 4), [Phase(40, 0.7, 0.5)]
+    fixed = run_request(ph, config_of, arm=arm, seed=3)
+    pol = Policy(costs_of_config(BASE), candidates=[arm], seed=3)
+    auto = run_request(ph, config_of, policy=pol, segment_steps=4, seed=3)
+    assert len(auto.segments) == 10 and len(fixed.segments) == 1
+    assert auto.seconds == pytest.approx(fixed.seconds, rel=1e-12) and auto.tokens == fixed.tokens
+    assert sum(s.accepted for s in auto.segments) == fixed.segments[0].accepted
+    one = simulate(config_of(arm, ph[0], 40, 3))
+    assert one.sim_time == pytest.approx(fixed.seconds, rel=1e-12) and one.accepted == fixed.segments[0].accepted
+    assert pol.step.a + pol.step.b == pytest.approx(pol.prior_weight + one.decisive)  # every verdict observed
+
+
+def test_a_switch_starts_a_new_run_with_new_random_numbers():
+    """Alternating two configurations every segment drops the pipeline at each switch: slower than either alone,
+    and each new run draws verdicts of its own (not the phase's first ones again)."""
+    a, b, ph = Arm("async", 6, 1), Arm("async", 5, 1), [Phase(40, 0.6)]
+
+    class Alternate:
+        step = token = Policy(costs_of_config(BASE)).step
+        i = 0
+
+        def choose(self):
+            self.i += 1
+            return (a, b)[self.i % 2]
+
+        def observe(self, **_):
+            pass
+
+    alt = run_request(ph, config_of, policy=Alternate(), segment_steps=4, seed=1)
+    assert alt.seconds > max(run_request(ph, config_of, arm=x, seed=1).seconds for x in (a, b))
+    assert len({(s.accepted, s.seconds) for s in alt.segments}) > 2
+
+
+def test_token_acceptance_inverts_e2():
+    for k2 in (2, 4, 9):
+        for a2 in (0.0, 0.1, 0.37, 0.8, 0.99):
+            assert token_acceptance(e2(a2, k2), k2) == pytest.approx(a2, abs=1e-9)
+    assert token_acceptance(0.5, 4) == pytest.approx(0.0, abs=1e-9) and token_acceptance(9, 4) == pytest.approx(1.0)
+
+
+def test_sd_segments_teach_the_token_acceptance():
+    """Starting from a prior of 0.2, token SD segments at a true 0.8 move the posterior mean near 0.8."""
+    pol = Policy(costs_of_config(BASE), alpha1=0.5, alpha2=0.2, candidates=[Arm("ar", 1, 4)], seed=0)
+    run_request([Phase(200, 0.5, 0.8)], config_of, policy=pol, segment_steps=4, seed=0)
+    assert abs(pol.token.mean - 0.8) < 0.03 and pol.token.a + pol.token.b > 1000
+
+
+def test_auto_leaves_lr_when_its_acceptance_falls():
+    """Costly verification (0.3 target steps a call), a slow draft and little token acceptance: LR pays at alpha1
+    0.95 and not at 0.05. From a prior at 0.95 the policy starts in LR; in the second phase it moves to ar (or
+    token SD)."""
+    base = replace(BASE, c1=0.5, verifier_cost=0.3, alpha1=0.95, alpha2=0.1, steps=60)
+    costs = costs_of_config(base)
+    assert Policy(costs, alpha1=0.95, alpha2=0.1).best().mode != "ar"
+    assert Policy(costs, alpha1=0.05, alpha2=0.1).best().mode == "ar"
+    r = simulate_auto(base, [Phase(40, 0.95, 0.1), Phase(80, 0.05, 0.1)], seed=2)
+    first, last = r.auto.segments[0], r.auto.segments[-10:]
+    assert first.arm.mode != "ar" and all(s.arm.mode == "ar" for s in last)
+    lr_only = r.fixed[first.arm]
+    assert r.speedup(r.auto) > r.speedup(lr_only) and r.switches >= 1
+
+
+def test_auto_on_free_batches_and_high_acceptance_stays_in_lr():
+    r = simulate_auto(replace(BASE, alpha1=0.9, steps=80), [Phase(80, 0.9, 0.5)], seed=0)
+    assert all(s.arm.mode == "async" for s in r.auto.segments)
+    assert r.speedup(r.auto) > 2 and r.speedup(r.auto) / r.speedup(r.fixed[r.best]) > 0.9
+    d = r.to_dict()
+    assert d["auto_steps"] and sum(d["auto_steps"].values()) == 80 and math.isclose(d["fixed"]["ar"], 1.0)
+
+
+def test_bad_input():
+    with pytest.raises(InputError, match="fixed arm or a policy"):
+        run_request([Phase(4, 0.5)], config_of)
+    with pytest.raises(InputError):
+        Phase(0, 0.5)
+    with pytest.raises(InputError):
+        Phase(4, 1.5)
+    with pytest.raises(InputError, match="switch_margin"):
+        Policy(Costs.affine(1, 0, 0.1), switch_margin=1.0)
+    with pytest.raises(InputError, match="STEPS:ALPHA1"):
+        parse_phases("30")
+    assert parse_phases("30:0.8,10:0.3:0.2", alpha2=0.4) == [Phase(30, 0.8, 0.4), Phase(10, 0.3, 0.2)]
+
+
+def lrsim(*args):
+    return subprocess.run([sys.executable, "-m", "lrsim.cli", *args], capture_output=True, text=True, check=False)
+
+
+def test_cli_simulate_mode_auto():
+    r = lrsim("simulate", "--mode", "auto", "--phases", "20:0.8,20:0.3", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [p["steps"] for p in d["phases"]] == [20, 20] and sum(d["auto_steps"].values()) == 40
+    assert d["best_fixed"] in d["fixed"] and d["auto_over_best"] == pytest.approx(
+        d["auto_speedup"] / d["best_fixed_speedup"])
+    for bad, msg in ((["--k1", "3"], "drop --k1"), (["--phases", "x"], "STEPS:ALPHA1"),
+                     (["--k2-options", "a"], "expected integers"), (["--switch-margin", "-1"], "switch_margin")):
+        r = lrsim("simulate", "--mode", "auto", *bad)
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_study_runs_small(tmp_path):
+    """studies/adaptive_check.py at 2 requests of 8 steps: one row per setup and workload; on the CPU profile,
+    where LR does not pay, the best fixed configuration is ar and auto stays within 10% of it."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "a.json"
+    r = subprocess.run([sys.executable, str(root / "studies" / "adaptive_check.py"), "--requests", "2", "--steps", "8",
+                        "--out", str(out)], capture_output=True, text=True, check=False, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 12 and {r["workload"] for r in rows} == {"recorded-math", "recorded-judge", "falling", "rising"}
+    cpu = [row for row in rows if row["setup"].startswith("CPU")]
+    assert all(row["best_fixed"] == "ar" and row["auto_over_best"] > 0.9 for row in cpu), cpu
+    for row in rows:
+        assert row["auto_over_best"] == pytest.approx(row["auto_speedup"] / row["best_fixed_speedup"])
