@@ -60,11 +60,12 @@ class Segment:
     decisive: int
     alpha1_mean: float  #: the policy's posterior mean of step acceptance when it chose (fixed: nan)
     alpha2_mean: float
+    request: int = 0
 
 
 @dataclass
 class RequestRun:
-    """A request decoded segment by segment."""
+    """A request (or several, one after another) decoded segment by segment."""
 
     segments: list[Segment] = field(default_factory=list)
 
@@ -79,6 +80,11 @@ class RequestRun:
     @property
     def tokens(self) -> int:
         return sum(s.tokens for s in self.segments)
+
+    @property
+    def switches(self) -> int:
+        """Changes of configuration inside a request."""
+        return sum(1 for a, b in pairwise(self.segments) if a.request == b.request and a.arm != b.arm)
 
     def steps_by_arm(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -123,7 +129,7 @@ def _observe(policy: Policy, arm: Arm, r: SimResult, prev: SimResult | None, ste
 
 
 def run_request(phases: Sequence[Phase], config_of: ConfigOf, *, arm: Arm | None = None,
-                policy: Policy | None = None, segment_steps: int = 4, seed: int = 0) -> RequestRun:
+                policy: Policy | None = None, segment_steps: int = 4, seed: int = 0, request: int = 0) -> RequestRun:
     """Decode one request of ``phases``: with ``arm`` fixed throughout, or with ``policy`` choosing every
     ``segment_steps`` output steps (module doc).  A run's seed is the request's, its phase's and the step it
     starts at, so a run after a switch draws new verdicts and fixed configurations share their random numbers."""
@@ -148,7 +154,7 @@ def run_request(phases: Sequence[Phase], config_of: ConfigOf, *, arm: Arm | None
                 acc, dec = _observe(policy, choice, r, prev, n)
             else:
                 acc, dec = r.accepted - (prev.accepted if prev else 0), r.decisive - (prev.decisive if prev else 0)
-            out.segments.append(Segment(i, n, choice, seconds, tokens, acc, dec, *means))
+            out.segments.append(Segment(i, n, choice, seconds, tokens, acc, dec, *means, request))
             prev, done = r, done + n
     return out
 
@@ -194,13 +200,15 @@ def costs_of_config(cfg: SimConfig) -> Costs:
 
 @dataclass
 class AutoResult:
-    """``auto`` and every fixed configuration on the same phases (:func:`simulate_auto`)."""
+    """``auto`` and every fixed configuration it chooses among, on the same requests and random numbers
+    (:func:`run_workload`); each run holds every request's segments, one request after another."""
 
     auto: RequestRun
     fixed: dict[Arm, RequestRun]
-    phases: tuple[Phase, ...]
+    requests: tuple[tuple[Phase, ...], ...]
 
-    def tokens_per_second(self, run: RequestRun) -> float:
+    @staticmethod
+    def tokens_per_second(run: RequestRun) -> float:
         return run.tokens / run.seconds
 
     @property
@@ -209,34 +217,39 @@ class AutoResult:
 
     @property
     def best(self) -> Arm:
-        """The fixed configuration with the most tokens per second on these phases (an oracle)."""
+        """The fixed configuration with the most tokens per second on these requests (an oracle)."""
         return max(self.fixed, key=lambda a: self.tokens_per_second(self.fixed[a]))
 
     def speedup(self, run: RequestRun) -> float:
-        """Tokens per second over ``ar``'s on the same phases."""
+        """Tokens per second over ``ar``'s on the same requests."""
         return self.tokens_per_second(run) / self.tokens_per_second(self.ar)
 
     @property
     def switches(self) -> int:
-        return sum(1 for a, b in pairwise(self.auto.segments) if a.arm != b.arm)
+        return self.auto.switches
 
     def to_dict(self) -> dict:
         best = self.best
-        return {"phases": [vars(p) for p in self.phases], "auto_speedup": self.speedup(self.auto),
-                "best_fixed": best.label, "best_fixed_speedup": self.speedup(self.fixed[best]),
+        return {"requests": len(self.requests), "phases": [[vars(p) for p in r] for r in self.requests],
+                "auto_speedup": self.speedup(self.auto), "best_fixed": best.label,
+                "best_fixed_speedup": self.speedup(self.fixed[best]),
                 "auto_over_best": self.speedup(self.auto) / self.speedup(self.fixed[best]),
                 "auto_steps": self.auto.steps_by_arm(), "switches": self.switches,
-                "decisions": [{"phase": s.phase, "steps": s.steps, "config": s.arm.label,
+                "decisions": [{"request": s.request, "phase": s.phase, "steps": s.steps, "config": s.arm.label,
                                "alpha1_mean": s.alpha1_mean, "alpha2_mean": s.alpha2_mean,
                                "seconds": s.seconds} for s in self.auto.segments],
                 "fixed": {a.label: self.speedup(r) for a, r in self.fixed.items()}}
 
     def format(self) -> str:
         best = self.best
-        ph = ", ".join(f"{p.steps} steps at alpha1 {p.alpha1:g}" for p in self.phases)
+        if len(self.requests) == 1:
+            on = ", ".join(f"{p.steps} steps at alpha1 {p.alpha1:g}" for p in self.requests[0])
+        else:
+            steps = sum(p.steps for r in self.requests for p in r)
+            on = f"{len(self.requests)} requests, {steps} steps"
         used = ", ".join(f"{k} {v}" for k, v in sorted(self.auto.steps_by_arm().items(), key=lambda kv: -kv[1]))
         top = sorted(self.fixed, key=lambda a: -self.speedup(self.fixed[a]))[:5]
-        lines = [f"auto on {ph}",
+        lines = [f"auto on {on}",
                  f"  speedup over ar      {self.speedup(self.auto):.3f}x  ({self.switches} switches)",
                  (f"  best fixed (oracle)  {best.label}: {self.speedup(self.fixed[best]):.3f}x  "
                   f"(auto / best {self.speedup(self.auto) / self.speedup(self.fixed[best]):.3f})"),
@@ -245,26 +258,77 @@ class AutoResult:
         return "\n".join(lines)
 
 
-def simulate_auto(base: SimConfig, phases: Sequence[Phase], *, max_gamma: int = 8, k2s: Sequence[int] = (1, 4),
-                  modes: Sequence[str] = ("sync", "async"), dwell: int = 4, switch_margin: float = 1 / 16,
-                  segment_steps: int = 4, prior_weight: float = 4.0, memory: float | None = 32.0,
-                  seed: int = 0) -> AutoResult:
-    """``lrsim simulate --mode auto``: the policy on ``base``'s costs (its prior at ``base.alpha1`` and
-    ``base.alpha2``), and every fixed configuration it chooses among, on the same phases and random numbers."""
-    from .adaptive import arms
+@dataclass(frozen=True)
+class AutoOptions:
+    """How ``auto`` chooses (:class:`lrsim.adaptive.Policy`) and what it chooses among."""
 
-    candidates = arms(max_gamma=max_gamma, k2s=k2s, modes=modes)
+    max_gamma: int = 8  #: deepest LR configuration
+    k2s: tuple[int, ...] = (1, 4)  #: token-SD widths
+    modes: tuple[str, ...] = ("sync", "async")  #: LR modes
+    dwell: int = 4  #: decisions a choice is kept
+    switch_margin: float = 1 / 16  #: gain a new choice needs under the same draw (a switch: ~1 step in 16)
+    segment_steps: int = 4  #: output steps per decision
+    prior_weight: float = 4.0  #: verdicts the prior is worth
+    memory: float | None = 32.0  #: verdicts the posteriors weigh at most
+
+    def candidates(self) -> list[Arm]:
+        from .adaptive import arms
+
+        return arms(max_gamma=self.max_gamma, k2s=self.k2s, modes=self.modes)
+
+
+def run_workload(requests: Sequence[Sequence[Phase]], config_of: ConfigOf, costs: Costs, alpha1: float,
+                 alpha2: float, step_tokens: float, options: AutoOptions = AutoOptions(), seed: int = 0,
+                 progress: Callable[[int, int], None] | None = None) -> AutoResult:
+    """``auto`` on every request (a policy of its own each, its prior at ``alpha1`` and ``alpha2``: what a
+    planner is given) and every fixed configuration, request ``i`` with seed ``seed + i`` in all of them."""
+    if not requests:
+        raise InputError("no requests to simulate")
+    cands = options.candidates()
+    auto, fixed = RequestRun(), {a: RequestRun() for a in cands}
+    for i, phases in enumerate(requests):
+        pol = Policy(costs, alpha1=alpha1, alpha2=alpha2, prior_weight=options.prior_weight, step_tokens=step_tokens,
+                     candidates=cands, dwell=options.dwell, seed=seed + i, switch_margin=options.switch_margin,
+                     memory=options.memory)
+        auto.segments += run_request(phases, config_of, policy=pol, segment_steps=options.segment_steps,
+                                     seed=seed + i, request=i).segments
+        for a in cands:
+            fixed[a].segments += run_request(phases, config_of, arm=a, seed=seed + i, request=i).segments
+        if progress:
+            progress(i + 1, len(requests))
+    return AutoResult(auto, fixed, tuple(tuple(r) for r in requests))
+
+
+def simulate_auto(base: SimConfig, phases: Sequence[Phase], options: AutoOptions = AutoOptions(),
+                  seed: int = 0) -> AutoResult:
+    """``lrsim simulate --mode auto``: one request of ``phases`` on ``base``'s costs, the prior at ``base.alpha1``
+    and ``base.alpha2``."""
 
     def config_of(arm: Arm, ph: Phase, steps: int, s: int) -> SimConfig:
         return replace(base, mode=arm.mode, k1=arm.k1, k2=arm.k2, alpha1=ph.alpha1, alpha2=ph.alpha2, steps=steps,
                        seed=s)
 
-    policy = Policy(costs_of_config(base), alpha1=base.alpha1, alpha2=base.alpha2, prior_weight=prior_weight,
-                    step_tokens=base.step_tokens.mean, candidates=candidates, dwell=dwell, seed=seed,
-                    switch_margin=switch_margin, memory=memory)
-    auto = run_request(phases, config_of, policy=policy, segment_steps=segment_steps, seed=seed)
-    fixed = {a: run_request(phases, config_of, arm=a, seed=seed) for a in candidates}
-    return AutoResult(auto, fixed, tuple(phases))
+    return run_workload([phases], config_of, costs_of_config(base), base.alpha1, base.alpha2,
+                        base.step_tokens.mean, options, seed)
+
+
+def requests_from_traces(traces: Sequence, alpha2: float) -> list[list[Phase]]:
+    """One phase per recorded request with verified drafts: its output steps at its own step acceptance
+    (first-branch drafts with a verdict, not cancelled: accepted over verified) and token acceptance ``alpha2``."""
+    out = []
+    for t in traces:
+        verdicts: dict[int, list[bool]] = {}
+        for s in t.steps:
+            if s.decision is not None and not s.cancelled and (s.branch or 0) == 0:
+                verdicts.setdefault(s.request, []).append(bool(s.decision))
+        for r in t.requests:
+            v = verdicts.get(r.request)
+            if v and r.steps:
+                out.append([Phase(r.steps, sum(v) / len(v), alpha2)])
+    if not out:
+        raise InputError("no request in these traces has a verified draft: auto needs LR traces "
+                         "(lr-sync or lr-async) for each request's step acceptance")
+    return out
 
 
 def parse_phases(text: str, alpha2: float = 0.5) -> list[Phase]:

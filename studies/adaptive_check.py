@@ -30,7 +30,6 @@ import argparse
 import json
 import sys
 import time
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lrsim.adaptive import Arm
 from lrsim.atomic import atomic_output
 from lrsim.errors import UsageError, run_command
 
@@ -95,50 +95,37 @@ def mean_acceptance(reqs: list[list]) -> float:
     return sum(p.alpha1 * p.steps for r in reqs for p in r) / steps
 
 
-def tps(runs: list) -> float:
-    return sum(r.tokens for r in runs) / sum(r.seconds for r in runs)
-
-
 def check(setup: str, wname: str, reqs: list[list], seed: int) -> dict:
     """One setup and workload: every fixed configuration and auto over the same requests."""
     import lrsim
-    from lrsim.adaptive import Arm, Policy, arms
-    from lrsim.adaptive_sim import compose_config_of, costs_of, run_request
+    from lrsim.adaptive import Policy
+    from lrsim.adaptive_sim import AutoOptions, compose_config_of, costs_of, run_workload
     from lrsim.compose import Behaviour
 
     prof, target, draft, verifier_s = SETUPS[setup]
     hw = lrsim.hardware(prof, target, draft, verifier_latency=verifier_s)
     a2 = reqs[0][0].alpha2
     b = Behaviour(alpha1=mean_acceptance(reqs), alpha2=a2, prompt_tokens=200)
-    config_of, costs = compose_config_of(b, hw), costs_of(hw, b)
-    candidates = arms(max_gamma=8, k2s=K2S)
-    fixed = {a: tps([run_request(r, config_of, arm=a, seed=seed + i) for i, r in enumerate(reqs)])
-             for a in candidates}
-    auto_runs, t0 = [], time.perf_counter()
-    for i, r in enumerate(reqs):
-        pol = Policy(costs, alpha1=b.alpha1, alpha2=a2, prior_weight=4, step_tokens=52, dwell=DWELL,
-                     candidates=candidates, seed=seed + i, switch_margin=MARGIN, memory=MEMORY)
-        auto_runs.append(run_request(r, config_of, policy=pol, segment_steps=SEGMENT, seed=seed + i))
-    auto = tps(auto_runs)
-    ar = fixed[Arm("ar")]
-    best = max(fixed, key=fixed.get)
-    planned = Policy(costs, alpha1=b.alpha1, alpha2=a2, step_tokens=52, candidates=candidates).best()
-    used: dict[str, int] = {}
-    for run in auto_runs:
-        for k, v in run.steps_by_arm().items():
-            used[k] = used.get(k, 0) + v
-    top = sorted(used.items(), key=lambda kv: -kv[1])[:3]
+    costs = costs_of(hw, b)
+    opts = AutoOptions(max_gamma=8, k2s=K2S, dwell=DWELL, switch_margin=MARGIN, segment_steps=SEGMENT,
+                       prior_weight=4, memory=MEMORY)
+    t0 = time.perf_counter()
+    r = run_workload(reqs, compose_config_of(b, hw), costs, b.alpha1, a2, 52, opts, seed=seed)
+    best = r.best
+    planned = Policy(costs, alpha1=b.alpha1, alpha2=a2, step_tokens=52, candidates=opts.candidates()).best()
+    used = r.auto.steps_by_arm()
     total = sum(used.values())
+    top = sorted(used.items(), key=lambda kv: -kv[1])[:3]
+    auto = r.speedup(r.auto)
     return {"setup": setup, "workload": wname, "requests": len(reqs), "mean_alpha1": b.alpha1, "alpha2": a2,
-            "ar_tps": ar, "auto_speedup": auto / ar, "best_fixed": best.label, "best_fixed_speedup": fixed[best] / ar,
-            "auto_over_best": auto / fixed[best],
-            "planned": planned.label, "planned_speedup": fixed[planned] / ar, "auto_over_planned": auto / fixed[planned],
-            "defaults": {k: {"speedup": fixed[Arm(*v)] / ar, "auto_over": auto / fixed[Arm(*v)]}
+            "ar_tps": r.tokens_per_second(r.ar), "auto_speedup": auto, "best_fixed": best.label,
+            "best_fixed_speedup": r.speedup(r.fixed[best]), "auto_over_best": auto / r.speedup(r.fixed[best]),
+            "planned": planned.label, "planned_speedup": r.speedup(r.fixed[planned]),
+            "auto_over_planned": auto / r.speedup(r.fixed[planned]),
+            "defaults": {k: {"speedup": r.speedup(r.fixed[Arm(*v)]), "auto_over": auto / r.speedup(r.fixed[Arm(*v)])}
                          for k, v in FIXED_DEFAULTS.items()},
-            "auto_steps": {k: v / total for k, v in top},
-            "switches_per_request": float(np.mean([sum(1 for a, b_ in pairwise(r.segments) if a.arm != b_.arm)
-                                                   for r in auto_runs])),
-            "auto_wall_s": time.perf_counter() - t0}
+            "auto_steps": {k: v / total for k, v in top}, "switches_per_request": r.switches / len(reqs),
+            "wall_s": time.perf_counter() - t0}
 
 
 def table(rows: list[dict]) -> str:

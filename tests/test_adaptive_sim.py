@@ -81,6 +81,7 @@ def test_auto_leaves_lr_when_its_acceptance_falls():
     assert Policy(costs, alpha1=0.95, alpha2=0.1).best().mode != "ar"
     assert Policy(costs, alpha1=0.05, alpha2=0.1).best().mode == "ar"
     r = simulate_auto(base, [Phase(40, 0.95, 0.1), Phase(80, 0.05, 0.1)], seed=2)
+    assert r.auto.switches == r.switches >= 1
     first, last = r.auto.segments[0], r.auto.segments[-10:]
     assert first.arm.mode != "ar" and all(s.arm.mode == "ar" for s in last)
     lr_only = r.fixed[first.arm]
@@ -117,11 +118,11 @@ def test_cli_simulate_mode_auto():
     r = lrsim("simulate", "--mode", "auto", "--phases", "20:0.8,20:0.3", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    assert [p["steps"] for p in d["phases"]] == [20, 20] and sum(d["auto_steps"].values()) == 40
+    assert [p["steps"] for p in d["phases"][0]] == [20, 20] and sum(d["auto_steps"].values()) == 40
     assert d["best_fixed"] in d["fixed"] and d["auto_over_best"] == pytest.approx(
         d["auto_speedup"] / d["best_fixed_speedup"])
     for bad, msg in ((["--k1", "3"], "drop --k1"), (["--phases", "x"], "STEPS:ALPHA1"),
-                     (["--k2-options", "a"], "expected integers"), (["--switch-margin", "-1"], "switch_margin")):
+                     (["--k2-options", "a"], "expected integers"), (["--switch-margin", "-1"], "--switch-margin must be in"), (["--memory", "2"], "--memory must be")):
         r = lrsim("simulate", "--mode", "auto", *bad)
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
 
@@ -142,3 +143,33 @@ def test_study_runs_small(tmp_path):
     assert all(row["best_fixed"] == "ar" and row["auto_over_best"] > 0.9 for row in cpu), cpu
     for row in rows:
         assert row["auto_over_best"] == pytest.approx(row["auto_speedup"] / row["best_fixed_speedup"])
+
+
+def test_requests_from_traces_and_replay_auto(tmp_path):
+    """Each recorded LR request becomes one phase at its own acceptance; ``lrsim replay --mode auto`` on the CPU
+    validation's g2 traces (LR at about half of ar there) stays in ar; an ar trace alone has nothing to learn."""
+    from pathlib import Path
+
+    from lrsim.adaptive_sim import requests_from_traces
+    from lrsim.trace import read_trace
+
+    g2 = Path(__file__).resolve().parents[1] / "studies" / "data" / "validation-llamacpp" / "g2"
+    t = read_trace(g2 / "trace-lr-async.jsonl.gz")
+    reqs = requests_from_traces([t], 0.3)
+    by_request = {r.request: r for r in t.requests}
+    verified = [s for s in t.steps if s.decision is not None and not s.cancelled and (s.branch or 0) == 0]
+    assert sum(len(r) for r in reqs) == len({s.request for s in verified}) and all(len(r) == 1 for r in reqs)
+    assert sum(r[0].steps for r in reqs) == sum(by_request[s].steps for s in {s.request for s in verified})
+    pooled = sum(bool(s.decision) for s in verified) / len(verified)
+    weighted = sum(r[0].alpha1 * n for r, n in zip(reqs, [sum(1 for s in verified if s.request == q)
+                                                            for q in sorted({s.request for s in verified})]))
+    assert weighted / len(verified) == pytest.approx(pooled)
+    r = lrsim("replay", "--mode", "auto", str(g2 / "trace-lr-async.jsonl.gz"), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["best_fixed"] == "ar" and d["auto_steps"] == {"ar": sum(x[0].steps for x in reqs)} and d["notes"]
+    for bad, msg in ((["--k1", "3"], "drop --k1"), (["--alpha1", "0.5"], "drop --alpha1")):
+        r = lrsim("replay", "--mode", "auto", str(g2 / "trace-lr-async.jsonl.gz"), *bad)
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = lrsim("replay", "--mode", "auto", str(g2 / "trace-ar.jsonl.gz"))
+    assert r.returncode == 2 and "no request in these traces has a verified draft" in r.stderr

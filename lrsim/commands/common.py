@@ -317,3 +317,54 @@ def write_html(a: argparse.Namespace, title: str, text: str, figures: Sequence) 
 
         write_page(a.html, title, text, figures)
         print(f"lrsim: wrote {a.html} ({len(figures)} figures)", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- --mode auto
+
+
+def add_auto_args(p: argparse.ArgumentParser, phases: bool = False) -> None:
+    """The adaptive policy's options (:class:`lrsim.adaptive_sim.AutoOptions`) for ``--mode auto``."""
+    from ..adaptive_sim import AutoOptions
+
+    d = AutoOptions()
+    g = p.add_argument_group("--mode auto (lrsim.adaptive: the policy chooses mode, k1 and k2 every few steps)")
+    if phases:
+        g.add_argument("--phases", metavar="STEPS:ALPHA1[:ALPHA2],...",
+                       help="the request's true acceptance, changing mid-request, e.g. 30:0.8,30:0.3 (default: "
+                            "--steps at --alpha1); --alpha1 and --alpha2 are the policy's prior")
+    g.add_argument("--max-gamma", type=positive_int, default=d.max_gamma,
+                   help=f"deepest LR configuration (default {d.max_gamma})")
+    g.add_argument("--k2-options", default=",".join(map(str, d.k2s)), metavar="K2,...",
+                   help="token SD widths to choose among (default %(default)s)")
+    g.add_argument("--segment-steps", type=positive_int, default=d.segment_steps,
+                   help=f"output steps per decision (default {d.segment_steps})")
+    g.add_argument("--dwell", type=positive_int, default=d.dwell,
+                   help=f"decisions a choice is kept (default {d.dwell})")
+    g.add_argument("--switch-margin", type=float, default=d.switch_margin,
+                   help="gain a new choice needs under the same draw, in [0, 1) (default 1/16: a switch drops the "
+                        "drafts in flight, about one step in dwell x segment-steps)")
+    g.add_argument("--prior-weight", type=float, default=d.prior_weight,
+                   help=f"verdicts the prior is worth (default {d.prior_weight:g})")
+    g.add_argument("--memory", type=float, default=d.memory,
+                   help=f"verdicts the acceptance estimate weighs at most, older ones fading (default {d.memory:g})")
+
+
+def auto_options(a: argparse.Namespace):
+    """:class:`lrsim.adaptive_sim.AutoOptions` from :func:`add_auto_args`' flags; bad values: InputError."""
+    from ..adaptive_sim import AutoOptions
+    from ..errors import InputError
+
+    try:
+        k2s = tuple(sorted({int(k) for k in a.k2_options.split(",")}))
+    except ValueError:
+        raise InputError(f"--k2-options {a.k2_options!r}: expected integers, e.g. 1,4") from None
+    if not k2s or k2s[0] < 1:
+        raise InputError(f"--k2-options {a.k2_options!r}: widths >= 1")
+    if a.prior_weight <= 0:
+        raise InputError(f"--prior-weight must be > 0, got {a.prior_weight}")
+    if not 0 <= a.switch_margin < 1:
+        raise InputError(f"--switch-margin must be in [0, 1), got {a.switch_margin}")
+    if a.memory < a.prior_weight:
+        raise InputError(f"--memory must be >= --prior-weight ({a.prior_weight:g}), got {a.memory:g}")
+    return AutoOptions(a.max_gamma, k2s, ("sync", "async"), a.dwell, a.switch_margin, a.segment_steps,
+                       a.prior_weight, a.memory)

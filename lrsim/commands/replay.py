@@ -11,9 +11,11 @@ from ..modes import SIM_MODES
 from . import HELP
 from .common import (
     NUMBER_FLAGS,
+    add_auto_args,
     add_behaviour_args,
     add_hardware_args,
     add_html_arg,
+    auto_options,
     behaviour,
     check_html,
     choice,
@@ -31,7 +33,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("replay", help=HELP["replay"])
     p.add_argument("traces", nargs="*", metavar="TRACE",
                    help="lr-trace JSONL file(s), optionally .gz (default: the embedded default traces)")
-    p.add_argument("--mode", type=choice(SIM_MODES), help="default: the first trace's mode")
+    p.add_argument("--mode", type=choice(SIM_MODES + ("auto",)),
+                   help="default: the first trace's mode; auto: the adaptive policy on each recorded request's "
+                        "acceptance, against every fixed configuration")
     p.add_argument("--k1", type=positive_int, help="sync: target steps per cycle; async: look-ahead depth")
     p.add_argument("--k2", type=positive_int, help="positions per target pass (n-gram tokens + 1)")
     p.add_argument("--width", type=positive_int, help="W draft candidates per position")
@@ -43,6 +47,7 @@ def add_parser(sub) -> None:
     add_html_arg(p)
     add_hardware_args(p)
     add_behaviour_args(p, alphas=True)
+    add_auto_args(p)
 
 
 def _setting(a: argparse.Namespace, rec=None):
@@ -66,6 +71,8 @@ def run(a: argparse.Namespace) -> str:
     from ..prediction import format_prediction
     from ..trace import recorded_setting
 
+    if a.mode == "auto":
+        return run_auto(a)
     on_traces = a.hardware is not None and a.alpha1 is None  # --hardware's timing, the traces' behaviour
     if on_traces and given(a, NUMBER_FLAGS + ("alpha2",)):
         raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
@@ -97,3 +104,36 @@ def run(a: argparse.Namespace) -> str:
         write_html(a, f"lrsim replay: {p.setting.mode}, k1 = {p.setting.k1}, k2 = {p.setting.k2}",
                    format_prediction(p), figs + (hardware_figures(hw) if hw is not None else []))
     return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
+
+
+def run_auto(a: argparse.Namespace) -> str:
+    """``lrsim replay --mode auto``: each recorded LR request replayed at its own step acceptance, the policy
+    choosing every few steps against every fixed configuration (:func:`lrsim.adaptive_sim.run_workload`); timing
+    from the traces' calibrated profile, or from ``--hardware``."""
+    from dataclasses import replace
+
+    from ..adaptive_sim import compose_config_of, costs_of, requests_from_traces, run_workload
+    from ..compose import behaviour_from_traces
+    from ..replay import trace_hardware
+
+    bad = [f for f, v in (("--k1", a.k1), ("--k2", a.k2), ("--width", a.width), ("--html", a.html),
+                          ("--alpha1", a.alpha1)) if v is not None]
+    if bad:
+        raise UsageError(f"--mode auto chooses k1 and k2 from the traces' behaviour: drop {', '.join(bad)}")
+    traces = read_traces(a.traces)
+    b = behaviour_from_traces(traces)
+    if a.hardware is None:
+        hw = trace_hardware(traces, b.alpha2)
+    else:
+        hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"), traces=traces)
+    opts, notes = auto_options(a), []
+    if b.alpha2 is None:  # no token speculation recorded: nothing to price k2 > 1 with
+        opts = replace(opts, k2s=(1,))
+        notes.append("no token acceptance in these traces: k2 = 1 only (record sd or '+sd' modes for more)")
+    reqs = requests_from_traces(traces, b.alpha2 if b.alpha2 is not None else 0.5)
+    a2 = b.alpha2 if b.alpha2 is not None else 0.5
+    r = run_workload(reqs, compose_config_of(b, hw), costs_of(hw, b), b.alpha1, a2, b.step_tokens.mean, opts,
+                     seed=a.seed)
+    if a.json:
+        return json.dumps(r.to_dict() | {"notes": notes}, indent=2, default=float)
+    return "\n".join([r.format(), *(f"  note: {n}" for n in notes)])

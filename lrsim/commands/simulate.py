@@ -7,7 +7,7 @@ import json
 
 from ..format import format_sim
 from . import HELP
-from .common import add_sim_args, positive_int, sim_flags, sim_settings
+from .common import add_auto_args, add_sim_args, auto_options, positive_int, sim_flags, sim_settings
 
 
 def add_parsers(sub) -> None:
@@ -16,21 +16,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--trace", metavar="FILE.jsonl", help="write the run as an lr-trace (JSON Lines)")
     p.add_argument("--chrome", metavar="FILE.json", help="write a Chrome trace / Perfetto JSON of the run")
     p.add_argument("--json", action="store_true", help="print JSON")
-    g = p.add_argument_group("--mode auto (lrsim.adaptive: the policy chooses mode, k1 and k2 every few steps; "
-                             "--alpha1/--alpha2 are its prior)")
-    g.add_argument("--phases", metavar="STEPS:ALPHA1[:ALPHA2],...",
-                   help="the request's true acceptance, changing mid-request, e.g. 30:0.8,30:0.3 (default: --steps "
-                        "at --alpha1)")
-    g.add_argument("--max-gamma", type=positive_int, default=8, help="deepest LR configuration (default 8)")
-    g.add_argument("--k2-options", default="1,4", metavar="K2,...", help="token SD widths to choose among (default 1,4)")
-    g.add_argument("--segment-steps", type=positive_int, default=4, help="output steps per decision (default 4)")
-    g.add_argument("--dwell", type=positive_int, default=4, help="decisions a choice is kept (default 4)")
-    g.add_argument("--switch-margin", type=float, default=1 / 16,
-                   help="gain a new choice needs under the same draw, in [0, 1) (default 1/16: a switch drops the "
-                        "drafts in flight, about one step in dwell x segment-steps)")
-    g.add_argument("--prior-weight", type=float, default=4.0, help="observations the prior is worth (default 4)")
-    g.add_argument("--memory", type=float, default=32.0,
-                   help="verdicts the acceptance estimate weighs at most, older ones fading (default 32)")
+    add_auto_args(p, phases=True)
 
     p = sub.add_parser("sweep", help=HELP["sweep"])
     add_sim_args(p, grid=True)
@@ -70,20 +56,9 @@ def run_auto(a: argparse.Namespace, settings: dict) -> str:
         f for f, v in (("--trace", a.trace), ("--chrome", a.chrome)) if v]
     if given:
         raise InputError(f"--mode auto chooses k1 and k2 and writes no trace: drop {', '.join(given)}")
-    try:
-        k2s = sorted({int(k) for k in a.k2_options.split(",")})
-    except ValueError:
-        raise InputError(f"--k2-options {a.k2_options!r}: expected integers, e.g. 1,4") from None
-    if not k2s or k2s[0] < 1:
-        raise InputError(f"--k2-options {a.k2_options!r}: widths >= 1")
-    if a.prior_weight <= 0:
-        raise InputError(f"--prior-weight must be > 0, got {a.prior_weight}")
     base = SimConfig(**(settings | {"mode": "async"}))
-    phases = parse_phases(a.phases, base.alpha2) if a.phases else parse_phases(f"{base.steps}:{base.alpha1}",
-                                                                               base.alpha2)
-    r = simulate_auto(base, phases, max_gamma=a.max_gamma, k2s=k2s, dwell=a.dwell, switch_margin=a.switch_margin,
-                      segment_steps=a.segment_steps, prior_weight=a.prior_weight, memory=a.memory,
-                      seed=base.seed)
+    phases = parse_phases(a.phases or f"{base.steps}:{base.alpha1}", base.alpha2)
+    r = simulate_auto(base, phases, auto_options(a), seed=base.seed)
     return json.dumps(r.to_dict(), indent=2) if a.json else r.format()
 
 
