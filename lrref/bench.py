@@ -189,13 +189,18 @@ def format_table(rows: Sequence[dict]) -> str:
 def run_bench(problems: list[dict], modes: Sequence[str], make_decoder: Callable[[str], object],
               encode: Callable[[str], list[int]], decode: Callable[[Sequence[int]], str],
               log: Callable[[str], None] = print,
-              progress: Callable[[list["ModeStats"]], None] | None = None, concurrency: int = 1) -> list[ModeStats]:
+              progress: Callable[[list["ModeStats"]], None] | None = None, concurrency: int = 1,
+              warmup: Sequence[str] = ()) -> list[ModeStats]:
     """Run every problem in every mode; ``make_decoder(mode)`` builds a Decoder.
 
     ``concurrency = 1``: problem-major order, one request at a time.  ``N > 1``: mode-major, N requests at once.
+    ``warmup``: questions each mode's decoder decodes first, untimed and unrecorded (:meth:`Decoder.warm_up`).
     """
     decs = {m: make_decoder(m) for m in modes}
     stats = {m: ModeStats(m, trace=str(getattr(decs[m].trace, "path", "")), concurrency=concurrency) for m in modes}
+    for m, dec in decs.items():
+        for q in warmup:
+            log(f"[warm-up] {m:>12}: {dec.warm_up(encode(q)):.1f} s (not timed, not in the trace)")
     try:
         if concurrency == 1:
             _problem_major(problems, decs, stats, encode, log, progress)

@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--concurrency", type=_pos_int, default=1,
                     help="requests decoded at once per mode (closed loop: the next problem starts when one ends; "
                          "their target steps share forward passes); 1 = one at a time, modes side by side")
+    bp.add_argument("--warmup", type=int, default=0, metavar="N",
+                    help="requests each mode decodes first, neither timed nor recorded (GPU kernels, allocator and "
+                         "threads warm up; default 0)")
     _decode_args(bp)
     fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions "
                                         "(hf: random weights; llamacpp: GGUF models, by thread setup)")
@@ -266,6 +269,8 @@ def _bench_inputs(a) -> tuple[str, list[dict], list[str]]:
         raise UsageError(f"dataset {ds} does not exist (bundled: {', '.join(bench.DATASETS)})")
     if a.n < 1:
         raise UsageError("--n must be >= 1")
+    if a.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {a.warmup}")
     try:
         problems = bench.load_dataset(ds, a.n)
     except ValueError as e:
@@ -287,6 +292,7 @@ def cmd_bench(a) -> int:
     load0 = os.getloadavg()
     with Session(config, outputs=[out / "results.json"], log=_say) as s:
         b = s.bench(problems, modes, out, loadavg_start=load0, log=lambda x: print(x, file=sys.stderr, flush=True),
+                    warmup=a.warmup,
                     meta={"command": "lrref " + " ".join(sys.argv[1:]), "dataset": ds, "dataset_name": a.dataset})
     warn_if_busy(b.load, "the benchmark")
     if a.json:

@@ -446,7 +446,7 @@ class Session:
     def bench(self, problems: Sequence[Mapping | str], modes: Sequence[str] | None = None,
               out: str | os.PathLike | None = None, *, meta: Mapping | None = None,
               log: Callable[[str], None] | None = None, loadavg_start: Sequence[float] | None = None,
-              **options: Any) -> BenchResult:
+              warmup: int = 0, **options: Any) -> BenchResult:
         """``lrref bench``: every problem in every mode (``concurrency`` 1: problem by problem; N: N at once per
         mode), one trace per mode, ``results.json`` and ``results.csv`` in ``out`` (rewritten after each problem).
 
@@ -457,6 +457,9 @@ class Session:
         :param meta: entries that lead ``results.json``'s ``meta`` (``lrref bench``: its command and dataset).
         :param log: called with one line per finished request.
         :param loadavg_start: the load average recorded as the start (default: now).
+        :param warmup: requests each mode decodes first, neither timed nor recorded (on a GPU the first request
+            pays kernel and allocator warm-up); their questions are the first problems' with a prefix, so no timed
+            request finds its prompt in KV.
         :param options: decoding options for this call (:data:`DECODE_OPTIONS`).
         :raises lrsim.errors.InputError: no problems, a bad mode or option, an unwritable ``out``.
         """
@@ -471,17 +474,20 @@ class Session:
         rows = [{"question": p, "gold": None} if isinstance(p, str) else dict(p) for p in problems]
         if not rows:
             raise InputError("no problems")
+        if warmup < 0:
+            raise InputError(f"warmup must be >= 0, got {warmup}")
+        warm = [f"(warm-up {j + 1}) {rows[j % len(rows)]['question']}" for j in range(warmup)]
         out = Path(out or f"runs/bench-{_stamp()}")
         _writable(out / "results.json")
         first = cfgs[modes[0]]
-        head = _BenchMeta(self, dict(meta or {}), len(rows), cfgs, loadavg_start)
+        head = _BenchMeta(self, dict(meta or {}) | {"warmup": warmup}, len(rows), cfgs, loadavg_start)
         trace = lambda m: out / f"trace-{m.replace('+', '_')}.jsonl"  # noqa: E731
         stats = bench.run_bench(rows, modes, lambda m: self.decoder(cfgs[m], trace(m)),
                                 lambda q: self.target.encode_chat(q, first.system), self.target.decode,
                                 log=log or (lambda _: None),
                                 progress=lambda st: bench.write_results(out, head(min(x.requests for x in st)),
                                                                         bench.summarize(st)),
-                                concurrency=first.concurrency)
+                                concurrency=first.concurrency, warmup=warm)
         summary = bench.summarize(stats)
         final = head(len(rows))
         j, c = bench.write_results(out, final, summary)

@@ -193,3 +193,28 @@ def test_lr_async_bench_at_concurrency_2_on_random_weights(tmp_path, capsys, mod
     assert lrsim_main(["calibrate", str(tp), "--json"]) == 0
     cal = json.loads(capsys.readouterr().out)
     assert cal["alpha1"] is not None and cal["requests"] == 4
+
+
+def test_bench_warm_up_requests_are_neither_timed_nor_recorded(tmp_path, capsys):
+    """``lrref bench --warmup 1``: each mode decodes one request first (logged), and nothing of it reaches the
+    traces (no step, pass or request record names it) or the results (requests and tokens are the timed ones')."""
+    pytest.importorskip("torch")
+    from lrref import cli
+    from lrref.decode.decoder import WARMUP_REQUEST
+
+    out = tmp_path / "w"
+    args = ["--random-weights", "tiny", "--threshold", "0.5", "--n", "2", "--max-tokens", "24", "--max-step-tokens",
+            "6", "--gamma", "2", "--prompt-tokens", "12", "--async-threads", "1,1", "--threads", "1"]
+    assert cli.main(["bench", "--modes", "ar,lr-sync,lr-async", "--warmup", "1", "--out", str(out), "--json",
+                     *args]) == 0
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["meta"]["warmup"] == 1 and [r["requests"] for r in doc["modes"]] == [2, 2, 2]
+    assert cap.err.count("[warm-up]") == 3
+    for m in ("ar", "lr-sync", "lr-async"):
+        tr = read_trace(out / f"trace-{m}.jsonl")
+        assert sorted(q.request for q in tr.requests) == [0, 1] and not tr.warnings
+        assert {s.request for s in tr.steps} == {0, 1}
+        assert all(WARMUP_REQUEST not in p.requests for p in tr.passes) and tr.passes
+    assert cli.main(["bench", "--modes", "ar", "--warmup", "-1", "--out", str(tmp_path / "x"), *args]) == 2
+    assert "--warmup must be >= 0" in capsys.readouterr().err

@@ -44,6 +44,9 @@ __all__ = ["BASE_MODES", "DEFAULT_SYSTEM", "LR_MODES", "MODES", "MODE_HELP", "Co
            "Result", "ar_step", "make_header", "parse_mode"]
 
 
+WARMUP_REQUEST = 1_000_000  #: request index of :meth:`Decoder.warm_up` (no timed request has it)
+
+
 class Decoder:
     """Runs requests in one mode and writes the trace.
 
@@ -123,6 +126,22 @@ class Decoder:
         res.target_s += _forward_s(self.target) - fwd0[0] - res.verify_target_s  # the judge's passes are verify_s
         res.draft_s += _forward_s(self.draft) - fwd0[1]
         return self._finish(req, answer_ref)
+
+    def warm_up(self, prompt_ids: Sequence[int], request: int = WARMUP_REQUEST) -> float:
+        """Decode one request that is neither timed nor recorded: no trace rows, pass or request records.  The
+        first request of a run pays one-time costs (CUDA kernels and the allocator on a GPU, llama.cpp's threads
+        and buffers); a benchmark's timed requests should not.  KV it fed is not reused by the run's requests
+        (the backends start a new run after it).  Returns its wall seconds."""
+        trace, self.trace = self.trace, None
+        t0 = time.perf_counter()
+        try:
+            self.run(request, prompt_ids)
+        finally:
+            self.trace = trace
+        for be in (self.target, self.draft):
+            if be is not None and hasattr(be, "begin_run"):
+                be.begin_run()
+        return time.perf_counter() - t0
 
     def run_many(self, prompts: Sequence[tuple[int, Sequence[int]]], concurrency: int,
                  done: Callable[[int, Result], None] | None = None,
