@@ -13,8 +13,10 @@ run's own system prompt, step cap and token cap (the continuation gets what the 
 continuation is up to a few hundred tokens: ``--dry-run`` prints the plan (steps, continuations) before anything
 runs.  Record alone on the machine only if you time it; the answers do not depend on the load.
 
-``python studies/counterfactual.py --report OUT`` prints the table and writes ``figures/counterfactual.{json,html,
-png}``.
+``python studies/counterfactual.py --report OUT [ROW_DIR...]`` prints the table and writes
+``figures/counterfactual.{json,html,png}``.  A ROW_DIR recorded with the ``math`` verifier is also split by what the
+current rule says of each continued step (:func:`current_math_rule`: the numbers through ``stepmath.agree``, the
+cosine the row recorded against its threshold or the prose threshold), since the rule changed after the row ran.
 
 A ROW_DIR is a folder of ``lrref bench`` output with one LR trace (``trace-*.jsonl[.gz]``) and its
 ``results.json``, e.g. ``studies/data/answer-quality/lr-async-math-0.85``.  The prefix is the committed steps'
@@ -184,11 +186,36 @@ def summarise(rows: list[dict]) -> dict:
             "wrong_to_right_ci95": list(wilson(better, n))}
 
 
+def current_math_rule(folders: list[Path]) -> dict[str, dict[str, bool]]:
+    """For rows recorded with the ``math`` verifier: ``{row: {step key: accepted}}`` under the current rule
+    (:class:`lrref.verify.verifiers.MathVerifier`: the numbers through :func:`lrref.verify.stepmath.agree`, then
+    the cosine the row recorded against the row's threshold, or the prose threshold for pairs without numbers)."""
+    from lrref.verify.verifiers import MathVerifier
+
+    out: dict[str, dict[str, bool]] = {}
+    for folder in folders:
+        cs, meta = cases(folder)
+        if not cs or any(c.verifier != "math" for c in cs):
+            continue
+        rule = MathVerifier(None, float(_config(meta).get("threshold") or 0.85))
+        agreed = rule.agreements([(c.target, c.draft) for c in cs])
+        out[folder.name] = {c.key: a.ok and c.score is not None and c.score >= rule.cosine_threshold(a.reason)
+                            for c, a in zip(cs, agreed)}
+    return out
+
+
 def report(a: argparse.Namespace) -> None:
     files = sorted(a.report.glob("*.jsonl"))
     if not files:
         raise InputError(f"{a.report}: no recorded rows (*.jsonl)")
-    table = {f.stem: summarise([json.loads(x) for x in f.read_text().splitlines() if x.strip()]) for f in files}
+    recorded = {f.stem: [json.loads(x) for x in f.read_text().splitlines() if x.strip()] for f in files}
+    table = {name: summarise(rows) for name, rows in recorded.items()}
+    for name, verdicts in current_math_rule([Path(r) for r in a.rows]).items():  # the rule changed after it ran
+        rows = recorded.get(name, [])
+        if rows:
+            table[f"{name}: kept by the current rule"] = summarise([r for r in rows if verdicts.get(r["key"])])
+            table[f"{name}: rejected by the current rule"] = summarise(
+                [r for r in rows if not verdicts.get(r["key"], True)])
     print("| row | accepted steps | answer changed [95% CI] | right -> wrong [95% CI] | wrong -> right |")
     print("|---|---|---|---|---|")
     for name, s in table.items():

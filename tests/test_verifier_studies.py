@@ -121,3 +121,30 @@ def test_verifier_check_writes_its_table_between_the_markers(vc, tmp_path):
 def test_verifier_check_refuses_an_unknown_verifier(vc, capsys):
     assert vc.main(["--pairs", "--verifiers", "math,maths"]) == 2
     assert "unknown verifier(s) maths" in capsys.readouterr().err
+
+
+def test_counterfactual_report_splits_a_math_row_by_the_current_rule(cf, tmp_path, capsys):
+    """A row recorded with the math verifier is split by what the current rule says of each continued step:
+    prose needs the recorded cosine to reach 0.95, agreeing numbers 0.85, and operand order counts."""
+    folder = tmp_path / "row"
+    folder.mkdir()
+    meta = {"config": {"lr-async": {"max_tokens": 100, "max_step_tokens": 40, "threshold": 0.85}}}
+    (folder / "results.json").write_text(json.dumps({"meta": meta, "modes": [{"mode": "lr-async"}]}))
+    pairs = [("We add the apples.\n\n", "Now we count them.\n\n", 0.90),  # prose below 0.95: rejected now
+             ("Then 3 + 4 = 7.\n\n", "So 4 + 3 = 7.\n\n", 0.90),  # the same sum: kept
+             ("So 10 - 4 = 6.\n\n", "So 4 - 10 = 6.\n\n", 0.99)]  # operands swapped: rejected now
+    steps = [StepRecord(request=0, cycle=i, position=0, branch=0, verifier="math", decision=True, score=c,
+                        committed="draft", draft_text=d, target_text=t, draft_tokens=5, target_tokens=5)
+             for i, (t, d, c) in enumerate(pairs)]
+    write_trace(folder / "trace-lr-async.jsonl", Header(source="lrref", mode="lr-async", config={}), steps,
+                [RequestRecord(request=0, start=0.0, end=1.0, output_tokens=15)])
+    out = tmp_path / "cf"
+    out.mkdir()
+    rows = [{"key": f"0:{i}", "answer_draft": d, "answer_target": "1", "right_draft": d == "1", "right_target": True}
+            for i, d in enumerate(("2", "1", "1"))]
+    (out / "row.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cf.current_math_rule([folder]) == {"row": {"0:0": False, "0:1": True, "0:2": False}}
+    assert cf.main(["--report", str(out), "--figures", str(tmp_path / "fig"), str(folder)]) == 0
+    got = capsys.readouterr().out
+    assert "| row: kept by the current rule | 1 | 0 (0.0%)" in got
+    assert "| row: rejected by the current rule | 2 | 1 (50.0%)" in got
