@@ -180,6 +180,8 @@ class Policy:
     :param dwell: decisions a choice is kept for before the next draw.
     :param memory: observations the posteriors weigh at most (step verdicts; token verdicts ``memory`` times
         the step length): older ones fade, so acceptance that changes mid-request is followed (None: all count).
+    :param objective: ``(arm, a1, a2) -> speedup`` in place of :func:`speedup` (the closed forms), e.g. a table
+        of the priced simulator's (:class:`lrsim.adaptive_sim.SimulatedObjective`).
     :param switch_margin: how much faster (a share) the draw's best must be than the current choice, under the
         same draw, to replace it (0: always the draw's best).
     """
@@ -194,6 +196,7 @@ class Policy:
     seed: int = 0
     switch_margin: float = 0.0
     memory: float | None = None
+    objective: Callable[[Arm, float, float], float] | None = None
 
     def __post_init__(self) -> None:
         if self.dwell < 1 or self.step_tokens <= 0 or not self.candidates:
@@ -240,6 +243,8 @@ class Policy:
         return self.current
 
     def _speedup(self, arm: Arm, a1: float, a2: float) -> float:
+        if self.objective is not None:  # e.g. the priced simulator's table (lrsim.adaptive_sim.SimulatedObjective)
+            return self.objective(arm, a1, a2)
         return speedup(arm, a1, a2, self.step_tokens, self.costs)
 
     def _argmax(self, a1: float, a2: float) -> Arm:

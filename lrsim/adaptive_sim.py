@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
+import numpy as np
+
 from .adaptive import Arm, Costs, Policy
 from .errors import InputError
 from .sim import Continuable, SimConfig
@@ -198,6 +200,57 @@ def costs_of_config(cfg: SimConfig) -> Costs:
     return Costs(lambda n: target.seconds(ctx, 1, n), draft.seconds(ctx, 1, 1), ver, cfg.draft_sd)
 
 
+class SimulatedObjective:
+    """The priced simulator as the policy's objective: each configuration's speedup over ``ar`` simulated once, at
+    a grid of step and token acceptances (profile offline, look up online), interpolated bilinearly at a draw
+    (clamped to the grid).  ``config_of`` builds the runs (:data:`ConfigOf`); each grid point runs ``steps`` output
+    steps with one seed for every configuration (common random numbers)."""
+
+    def __init__(self, config_of: ConfigOf, candidates: Sequence[Arm], steps: int = 400, seed: int = 0,
+                 a1_grid: Sequence[float] = tuple(np.round(np.linspace(0.05, 0.95, 10), 2)),
+                 a2_grid: Sequence[float] = (0.1, 0.3, 0.5, 0.7, 0.9)):
+        from .sim import simulate
+
+        self.a1, self.a2 = np.asarray(a1_grid, float), np.asarray(a2_grid, float)
+        if any(a.k2 == 1 for a in candidates) and all(a.k2 == 1 for a in candidates):
+            self.a2 = self.a2[:1]  # token acceptance changes nothing without token SD
+        self.table: dict[Arm, np.ndarray] = {}
+        ar = Arm("ar")
+        for arm in dict.fromkeys([ar, *candidates]):
+            grid = np.empty((len(self.a1), len(self.a2)))
+            for i, a1 in enumerate(self.a1):
+                for j, a2 in enumerate(self.a2):
+                    r = simulate(config_of(arm, Phase(steps, float(a1), float(a2)), steps, seed))
+                    grid[i, j] = r.output_tokens / r.sim_time  # tokens per second, divided by ar's below
+            self.table[arm] = grid
+        base = self.table[ar].copy()
+        self.arms = list(self.table)
+        self.index = {a: k for k, a in enumerate(self.arms)}
+        self.stack = np.stack([self.table[a] / base for a in self.arms])  # (arm, a1, a2): speedups over ar
+        self.table = {a: self.stack[k] for k, a in enumerate(self.arms)}
+        self._last: tuple[float, float, np.ndarray] | None = None
+
+    def speedups(self, a1: float, a2: float) -> np.ndarray:
+        """Every configuration's speedup at (a1, a2), in :attr:`arms` order (the last draw's is kept: a decision
+        asks for every configuration at one draw)."""
+        if self._last is not None and self._last[:2] == (a1, a2):
+            return self._last[2]
+        v = self.stack
+        for axis, grid, x in ((1, self.a1, a1), (1, self.a2, a2)):  # a1 first; a2 is then axis 1 too
+            if len(grid) == 1:
+                v = v[:, 0]
+                continue
+            x = float(np.clip(x, grid[0], grid[-1]))
+            i = min(int(np.searchsorted(grid, x, side="right")) - 1, len(grid) - 2)
+            w = (x - grid[i]) / (grid[i + 1] - grid[i])
+            v = (1 - w) * np.take(v, i, axis=axis) + w * np.take(v, i + 1, axis=axis)
+        self._last = (a1, a2, v)
+        return v
+
+    def __call__(self, arm: Arm, a1: float, a2: float) -> float:
+        return float(self.speedups(a1, a2)[self.index[arm]])
+
+
 @dataclass
 class AutoResult:
     """``auto`` and every fixed configuration it chooses among, on the same requests and random numbers
@@ -270,6 +323,7 @@ class AutoOptions:
     segment_steps: int = 4  #: output steps per decision
     prior_weight: float = 4.0  #: verdicts the prior is worth
     memory: float | None = 32.0  #: verdicts the posteriors weigh at most
+    objective: str = "closed-form"  #: 'closed-form' (lrsim.adaptive.speedup) or 'simulated' (SimulatedObjective)
 
     def candidates(self) -> list[Arm]:
         from .adaptive import arms
@@ -285,11 +339,14 @@ def run_workload(requests: Sequence[Sequence[Phase]], config_of: ConfigOf, costs
     if not requests:
         raise InputError("no requests to simulate")
     cands = options.candidates()
+    if options.objective not in ("closed-form", "simulated"):
+        raise InputError(f"objective: 'closed-form' or 'simulated', got {options.objective!r}")
+    objective = SimulatedObjective(config_of, cands, seed=seed) if options.objective == "simulated" else None
     auto, fixed = RequestRun(), {a: RequestRun() for a in cands}
     for i, phases in enumerate(requests):
         pol = Policy(costs, alpha1=alpha1, alpha2=alpha2, prior_weight=options.prior_weight, step_tokens=step_tokens,
                      candidates=cands, dwell=options.dwell, seed=seed + i, switch_margin=options.switch_margin,
-                     memory=options.memory)
+                     memory=options.memory, objective=objective)
         auto.segments += run_request(phases, config_of, policy=pol, segment_steps=options.segment_steps,
                                      seed=seed + i, request=i).segments
         for a in cands:

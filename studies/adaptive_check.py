@@ -21,7 +21,8 @@ request with the same random numbers as auto; "best fixed" is the one with the m
 whole workload (an oracle: it knows the workload).  Auto's policy starts from a prior at the workload's mean
 acceptance (what a planner would be given) worth 4 observations, weighs at most the last 32 verdicts, decides every
 4 steps, keeps a choice 4 decisions and switches only for a gain of 1/16 under the same draw (a switch drops the
-drafts in flight: about one step in 16).
+drafts in flight: about one step in 16).  Auto runs twice: its objective the closed forms (``lrsim.adaptive.speedup``)
+and the priced simulator's table (``SimulatedObjective``: every configuration simulated at a grid of acceptances).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +97,7 @@ def mean_acceptance(reqs: list[list]) -> float:
     return sum(p.alpha1 * p.steps for r in reqs for p in r) / steps
 
 
-def check(setup: str, wname: str, reqs: list[list], seed: int) -> dict:
+def check(setup: str, wname: str, reqs: list[list], seed: int, simulated: bool = True) -> dict:
     """One setup and workload: every fixed configuration and auto over the same requests."""
     import lrsim
     from lrsim.adaptive import Policy
@@ -111,6 +113,10 @@ def check(setup: str, wname: str, reqs: list[list], seed: int) -> dict:
                        prior_weight=4, memory=MEMORY)
     t0 = time.perf_counter()
     r = run_workload(reqs, compose_config_of(b, hw), costs, b.alpha1, a2, 52, opts, seed=seed)
+    sim = (run_workload(reqs, compose_config_of(b, hw), costs, b.alpha1, a2, 52,
+                        replace(opts, objective="simulated"), seed=seed)  # the same requests and seeds as r
+           if simulated else r)
+    sim_best = sim.speedup(sim.fixed[sim.best])
     best = r.best
     planned = Policy(costs, alpha1=b.alpha1, alpha2=a2, step_tokens=52, candidates=opts.candidates()).best()
     used = r.auto.steps_by_arm()
@@ -125,12 +131,17 @@ def check(setup: str, wname: str, reqs: list[list], seed: int) -> dict:
             "defaults": {k: {"speedup": r.speedup(r.fixed[Arm(*v)]), "auto_over": auto / r.speedup(r.fixed[Arm(*v)])}
                          for k, v in FIXED_DEFAULTS.items()},
             "auto_steps": {k: v / total for k, v in top}, "switches_per_request": r.switches / len(reqs),
+            "auto_simulated_speedup": sim.speedup(sim.auto) if simulated else None,
+            "auto_simulated_over_best": sim.speedup(sim.auto) / sim_best if simulated else None,
+            "auto_simulated_steps": dict(sorted(((k, v / total) for k, v in sim.auto.steps_by_arm().items()),
+                                                key=lambda kv: -kv[1])[:3]),
+            "switches_per_request_simulated": sim.switches / len(reqs),
             "wall_s": time.perf_counter() - t0}
 
 
 def table(rows: list[dict]) -> str:
     head = ("| setup | workload | mean a1 | best fixed (oracle) | its speedup | planned at the mean a1 | its speedup | "
-            "auto | auto / best | "
+            "auto | auto / best | auto, simulated objective | its / best | "
             "auto / paper LR+n-gram (g6, k2 9) | auto / official (d4, k2 7) | auto's most used |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -139,6 +150,8 @@ def table(rows: list[dict]) -> str:
         out.append(f"| {r['setup']} | {r['workload']} | {r['mean_alpha1']:.2f} | {r['best_fixed']} | "
                    f"{r['best_fixed_speedup']:.2f}x | {r['planned']} | {r['planned_speedup']:.2f}x | "
                    f"{r['auto_speedup']:.2f}x | {r['auto_over_best']:.3f} | "
+                   + (f"{r['auto_simulated_speedup']:.2f}x | {r['auto_simulated_over_best']:.3f} | "
+                      if r["auto_simulated_speedup"] is not None else "- | - | ") +
                    f"{d['paper: LR gamma 6 + n-gram 8']['auto_over']:.3f} | "
                    f"{d['official: depth 4 + n-gram 6']['auto_over']:.3f} | {most} |")
     return "\n".join(out)
@@ -150,6 +163,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=60, help="output steps per request")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=ROOT / "figures" / "adaptive_check.json")
+    ap.add_argument("--closed-form-only", action="store_true",
+                    help="auto with the closed forms only (the simulated objective's table takes minutes per row)")
     a = ap.parse_args()
     if a.requests < 1 or a.steps < 2:
         raise UsageError("--requests >= 1 and --steps >= 2")
@@ -157,7 +172,7 @@ def main() -> int:
     rows = []
     for setup in SETUPS:
         for wname, reqs in workloads(a.requests, a.steps, a.seed).items():
-            rows.append(check(setup, wname, reqs, a.seed))
+            rows.append(check(setup, wname, reqs, a.seed, simulated=not a.closed_form_only))
             print(f"{setup} / {wname}: auto {rows[-1]['auto_speedup']:.2f}x, best fixed "
                   f"{rows[-1]['best_fixed']} {rows[-1]['best_fixed_speedup']:.2f}x", file=sys.stderr, flush=True)
     doc = {"command": " ".join(["python", "studies/adaptive_check.py", *sys.argv[1:]]), "requests": a.requests,

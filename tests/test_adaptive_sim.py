@@ -135,6 +135,7 @@ def test_study_runs_small(tmp_path):
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "a.json"
     r = subprocess.run([sys.executable, str(root / "studies" / "adaptive_check.py"), "--requests", "2", "--steps", "8",
+                        "--closed-form-only",
                         "--out", str(out)], capture_output=True, text=True, check=False, timeout=600)
     assert r.returncode == 0, r.stderr
     rows = json.loads(out.read_text())["rows"]
@@ -173,3 +174,32 @@ def test_requests_from_traces_and_replay_auto(tmp_path):
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = lrsim("replay", "--mode", "auto", str(g2 / "trace-ar.jsonl.gz"))
     assert r.returncode == 2 and "no request in these traces has a verified draft" in r.stderr
+
+
+def test_simulated_objective_is_the_simulator_at_its_grid_and_interpolates_between():
+    from lrsim.adaptive_sim import SimulatedObjective
+
+    cands = [Arm("ar", 1, 4), Arm("async", 3, 1), Arm("sync", 3, 4)]
+    obj = SimulatedObjective(config_of, cands, steps=60, seed=1, a1_grid=(0.3, 0.8), a2_grid=(0.2, 0.6))
+    assert set(obj.arms) == {Arm("ar"), *cands}
+    for a1 in (0.3, 0.8):
+        for a2 in (0.2, 0.6):
+            assert obj(Arm("ar"), a1, a2) == pytest.approx(1.0)
+            runs = {a: simulate(config_of(a, Phase(60, a1, a2), 60, 1)) for a in (Arm("ar"), Arm("async", 3, 1))}
+            tps = {a: r.output_tokens / r.sim_time for a, r in runs.items()}
+            assert obj(Arm("async", 3, 1), a1, a2) == pytest.approx(tps[Arm("async", 3, 1)] / tps[Arm("ar")])
+    mid = obj(Arm("async", 3, 1), 0.55, 0.2)
+    assert mid == pytest.approx((obj(Arm("async", 3, 1), 0.3, 0.2) + obj(Arm("async", 3, 1), 0.8, 0.2)) / 2)
+    assert obj(Arm("async", 3, 1), 0.99, 0.9) == obj(Arm("async", 3, 1), 0.8, 0.6)  # clamped to the grid
+    pol = Policy(costs_of_config(BASE), alpha1=0.8, alpha2=0.6, candidates=cands, objective=obj)
+    assert pol.best() == max(cands, key=lambda a: obj(a, 0.8, 0.6))
+
+
+def test_auto_with_the_simulated_objective():
+    from lrsim.adaptive_sim import AutoOptions
+
+    r = simulate_auto(replace(BASE, alpha1=0.8, steps=40), [Phase(40, 0.8, 0.5)],
+                      AutoOptions(max_gamma=3, objective="simulated"), seed=0)
+    assert r.speedup(r.auto) > 1.5 and sum(r.auto.steps_by_arm().values()) == 40
+    with pytest.raises(InputError, match="objective"):
+        simulate_auto(BASE, [Phase(8, 0.5)], AutoOptions(objective="nope"))

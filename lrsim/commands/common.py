@@ -347,6 +347,9 @@ def add_auto_args(p: argparse.ArgumentParser, phases: bool = False) -> None:
                    help=f"verdicts the prior is worth (default {d.prior_weight:g})")
     g.add_argument("--memory", type=float, default=d.memory,
                    help=f"verdicts the acceptance estimate weighs at most, older ones fading (default {d.memory:g})")
+    g.add_argument("--objective", choices=("closed-form", "simulated"), default=d.objective,
+                   help="what ranks the configurations: the closed forms with the machine's costs, or the priced "
+                        "simulator's table over a grid of acceptances (built first: seconds to a minute)")
 
 
 def auto_options(a: argparse.Namespace):
@@ -367,4 +370,4 @@ def auto_options(a: argparse.Namespace):
     if a.memory < a.prior_weight:
         raise InputError(f"--memory must be >= --prior-weight ({a.prior_weight:g}), got {a.memory:g}")
     return AutoOptions(a.max_gamma, k2s, ("sync", "async"), a.dwell, a.switch_margin, a.segment_steps,
-                       a.prior_weight, a.memory)
+                       a.prior_weight, a.memory, a.objective)
