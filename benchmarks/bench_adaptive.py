@@ -1,8 +1,10 @@
 """Benchmark the adaptive policy's decision against its target (issue 34): under 1 ms a step boundary.
 
 Times :meth:`lrsim.adaptive.Policy.choose` (a Thompson draw over every configuration: ar, token SD, lr-sync and
-lr-async up to gamma 8, each with and without token SD) and :meth:`Policy.observe`, best and median per call over
-``--calls``, in one run; the load average before and after and the CPU are printed.
+lr-async up to gamma 8, each with and without token SD), with the closed forms and with the priced simulator's
+table (:class:`lrsim.adaptive_sim.SimulatedObjective`, built first on the simulator's unit costs, 50 steps a
+point), and :meth:`Policy.observe`, best and median per call over ``--calls``, in one run; the load average before
+and after and the CPU are printed.
 
 Run: python benchmarks/bench_adaptive.py [--calls 2000] [--json]
 """
@@ -11,10 +13,13 @@ import argparse
 import os
 import statistics
 import time
+from dataclasses import replace
 
 from report import machine, report
 
 from lrsim.adaptive import Costs, Policy
+from lrsim.adaptive_sim import SimulatedObjective
+from lrsim.sim import SimConfig
 
 TARGET_S = 1e-3
 
@@ -36,8 +41,14 @@ def main() -> None:
     args = ap.parse_args()
     load0 = os.getloadavg()
     p = Policy(Costs.affine(0.05, 0.002, 0.01, 0.02), alpha1=0.7, alpha2=0.4)
+    base = SimConfig(alpha1=0.7, alpha2=0.4, c1=0.1)
+    table = SimulatedObjective(lambda a, ph, n, seed: replace(base, mode=a.mode, k1=a.k1, k2=a.k2, alpha1=ph.alpha1,
+                                                             alpha2=ph.alpha2, steps=n, seed=seed),
+                               p.candidates, steps=50)
+    q = Policy(p.costs, alpha1=0.7, alpha2=0.4, objective=table)
     rows = []
-    for name, fn in (("choose()", p.choose), ("observe()", lambda: p.observe(3, 1, 6, 12, [40]))):
+    for name, fn in (("choose()", p.choose), ("choose() on the simulated objective", q.choose),
+                     ("observe()", lambda: p.observe(3, 1, 6, 12, [40]))):
         best, med = per_call(fn, args.calls)
         rows.append({"what": f"Policy.{name} (s/call)", "measured": best, "target": TARGET_S,
                      "ratio": TARGET_S / best, "note": f"median {med * 1e3:.3f} ms; {len(p.candidates)} configurations"})
