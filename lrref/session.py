@@ -480,7 +480,7 @@ class Session:
         out = Path(out or f"runs/bench-{_stamp()}")
         _writable(out / "results.json")
         first = cfgs[modes[0]]
-        head = _BenchMeta(self, dict(meta or {}) | {"warmup": warmup}, len(rows), cfgs, loadavg_start)
+        head = _BenchMeta(self, dict(meta or {}), len(rows), cfgs, loadavg_start, warmup)
         trace = lambda m: out / f"trace-{m.replace('+', '_')}.jsonl"  # noqa: E731
         stats = bench.run_bench(rows, modes, lambda m: self.decoder(cfgs[m], trace(m)),
                                 lambda q: self.target.encode_chat(q, first.system), self.target.decode,
@@ -515,10 +515,11 @@ class Session:
 class _BenchMeta:
     """``results.json``'s ``meta`` of one benchmark, ``done`` problems in (the benchmark's window starts here)."""
 
-    def __init__(self, s: Session, lead: dict, n: int, cfgs: dict, loadavg_start: Sequence[float] | None):
+    def __init__(self, s: Session, lead: dict, n: int, cfgs: dict, loadavg_start: Sequence[float] | None,
+                 warmup: int = 0):
         from .host.load import Monitor
 
-        self.s, self.lead, self.n, self.cfgs = s, lead, n, cfgs
+        self.s, self.lead, self.n, self.cfgs, self.warmup = s, lead, n, cfgs, warmup
         self.load0 = os.getloadavg() if loadavg_start is None else loadavg_start
         self.t0 = time.time()
         self.monitor = Monitor()
@@ -530,7 +531,8 @@ class _BenchMeta:
         first = next(iter(self.cfgs.values()))
         return self.lead | {
             "n": self.n, "done": done, "models": s.paths, "backend": s.backend, "dtype": s.dtype,
-            "verifier": c.verifier_config.name, "concurrency": first.concurrency, "device": c.device,
+            "verifier": c.verifier_config.name, "concurrency": first.concurrency, "warmup": self.warmup,
+            "device": c.device,
             "draft_device": c.draft_device or c.device, "threshold": c.verifier_config.t,
             "config": {m: cfg.trace_config() for m, cfg in self.cfgs.items()},
             "wall_s": round(time.time() - self.t0, 1), "loadavg_start": self.load0, "loadavg_now": os.getloadavg(),
