@@ -88,8 +88,9 @@ def format_trace_plan(tp: TracePlan, top: int = 10, source: str = "traces") -> s
     lines += [f"  {i:4d}  {r['mode']:5s} {r['k1']:3d} {r['k2']:3d} {r['width']:2d} {r['positions']:10d}  {r['speedup']:.3f}x"
               for i, r in enumerate(tp.ranked[:top], 1)]
     c = tp.closed_form_choice_simulated
+    gives = (f"the simulator gives it {c['simulated_speedup']:.3f}x" if c["simulated_speedup"] is not None
+             else "the profile cannot price it (a pass it did not measure)")
     lines += ["", f"  closed-form plan (paper assumptions): {c['mode']} k1 = {c['k1']}, k2 = {c['k2']} promises "
-              f"{c['closed_form_speedup']:.3f}x; the simulator gives it {c['simulated_speedup']:.3f}x "
-              f"(best found: {tp.best.speedup:.3f}x)"]
+              f"{c['closed_form_speedup']:.3f}x; {gives} (best found: {tp.best.speedup:.3f}x)"]
     lines += [f"  note: {n}" for n in tp.notes]
     return "\n".join(lines)

@@ -343,3 +343,18 @@ def test_prompt_kv_from_the_recorded_first_passes():
     assert alone.baseline_prompt_cached == 0.0 and alone.prompt_cached == pytest.approx(1.0)
     p = predict(b, hw, Setting("ar", 1, 5), steps=2000, bootstrap=0)
     assert any(n.startswith("prompt: a request's first pass found 100%") for n in p.notes)
+
+
+def test_plan_goes_on_when_the_closed_form_choice_cannot_be_priced():
+    """At a 30K-token prompt the H100 context profile has no batch-2 pass of the 32B (it needs ~78 GB): the paper's
+    plan (async, several rows) cannot be priced, so it is reported as such and the plan ranks what can be priced."""
+    import lrsim
+    from lrsim.compose import Behaviour, plan
+    from lrsim.prediction import format_trace_plan
+
+    hw = lrsim.hardware("h100-context-kernel", "qwen2.5-32b", "qwen2.5-1.5b")
+    tp = plan(Behaviour(alpha1=0.6, prompt_tokens=30000), hw, 16, steps=400)
+    c = tp.closed_form_choice_simulated
+    assert c["simulated_speedup"] is None and "was not measured" in c["not_priced"]
+    assert tp.ranked and all(r["mode"] == "ar" for r in tp.ranked)  # one row per pass: every LR batch needs b >= 2
+    assert "the profile cannot price it" in format_trace_plan(tp)
