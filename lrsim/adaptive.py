@@ -105,7 +105,7 @@ class Costs:
         return cls(lambda n: t1 + per_position * (n - 1), draft_token_s, verify_pair_s, draft_sd)
 
 
-def _e(a: float, k: int) -> float:
+def expected_kept(a: float, k: int) -> float:
     """``(1 - a^k) / (1 - a)``: what ``k`` chances keep in expectation (``1 + a + ... + a^(k-1)``)."""
     return (1 - a**k) / (1 - a)
 
@@ -113,7 +113,7 @@ def _e(a: float, k: int) -> float:
 def speedup(arm: Arm, a1: float, a2: float, step_tokens: float, costs: Costs) -> float:
     """The arm's expected speedup over ``ar`` (module doc)."""
     a1, a2 = min(max(a1, 0.0), A_MAX), min(max(a2, 0.0), A_MAX)
-    e2 = _e(a2, arm.k2)
+    e2 = expected_kept(a2, arm.k2)
     if arm.mode == "ar":
         return e2 / costs.beta(arm.k2)
     t1 = costs.target_pass(1)
@@ -125,7 +125,7 @@ def speedup(arm: Arm, a1: float, a2: float, step_tokens: float, costs: Costs) ->
 
     k = arm.k1
     if arm.mode == "sync":
-        return _e(a1, k) / ((k - 1) * c1 + tau(k) + (k - 1) * v)
+        return expected_kept(a1, k) / ((k - 1) * c1 + tau(k) + (k - 1) * v)
     ex = a1 / (1 - a1)  # E[X]
     p = min(k, int(draft_limit(c1))) if c1 > 0 else k  # a draft that costs nothing never limits the stage
     d1 = tau(p) + c1 * ex + (1 + ex) * v

@@ -99,35 +99,32 @@ class RequestRun:
 ConfigOf = Callable[[Arm, Phase, int, int], SimConfig]  # (arm, phase, steps, seed) -> SimConfig
 
 
-def e2(a2: float, k2: int) -> float:
-    """``E2 = (1 - a2^k2) / (1 - a2)``: tokens a pass writes on average with ``k2 - 1`` drafted tokens."""
-    return float(k2) if a2 >= 1 else (1 - a2**k2) / (1 - a2)
-
-
 def token_acceptance(tokens_per_pass: float, k2: int) -> float:
-    """``a2`` with ``E2(a2, k2) = tokens_per_pass`` (bisection; ``E2`` rises from 1 at 0 to ``k2`` at 1)."""
-    t = min(max(tokens_per_pass, 1.0), float(k2))
-    lo, hi = 0.0, 1.0
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if e2(mid, k2) < t else (lo, mid)
-    return (lo + hi) / 2
+    """``a2`` with ``E2(a2, k2) = tokens_per_pass`` (:func:`lrsim.calibrate.solve_alpha`); one token a pass or
+    fewer gives 0, ``k2`` or more gives 1."""
+    from .calibrate import solve_alpha
+
+    a2 = solve_alpha(tokens_per_pass, k2)
+    return a2 if a2 is not None else (0.0 if tokens_per_pass <= 1 else 1.0)
 
 
-def _observe(policy: Policy, arm: Arm, r: SimResult, prev: SimResult | None, steps: int) -> tuple[int, int]:
-    """Feed the policy what one segment showed (module doc); returns (accepted, decisive) of the segment."""
-    acc = r.accepted - (prev.accepted if prev else 0)
-    dec = r.decisive - (prev.decisive if prev else 0)
-    tokens = r.output_tokens - (prev.output_tokens if prev else 0)
+def _since(r: SimResult, prev: SimResult | None) -> tuple[float, int, int, int, float]:
+    """What a run did between two of its results (``prev`` None: from its start): seconds, output tokens,
+    accepted drafts, decisive verdicts, target passes."""
+    if prev is None:
+        return r.sim_time, r.output_tokens, r.accepted, r.decisive, r.target_iterations
+    return (r.sim_time - prev.sim_time, r.output_tokens - prev.output_tokens, r.accepted - prev.accepted,
+            r.decisive - prev.decisive, r.target_iterations - prev.target_iterations)
+
+
+def _observe(policy: Policy, arm: Arm, steps: int, tokens: int, acc: int, dec: int, passes: float) -> None:
+    """Feed the policy what one segment showed (module doc)."""
     kw = {"accepted": acc, "rejected": dec - acc, "step_tokens": [round(tokens / steps)] * steps}
-    if arm.mode == "ar" and arm.k2 > 1:
-        passes = r.target_iterations - (prev.target_iterations if prev else 0)
-        if passes > 0:
-            a2 = token_acceptance(tokens / passes, arm.k2)
-            kw |= {"tokens_accepted": round(tokens - passes),
-                   "tokens_drafted": round(tokens - passes + passes * (1 - a2 ** (arm.k2 - 1)))}
+    if arm.mode == "ar" and arm.k2 > 1 and passes > 0:
+        a2 = token_acceptance(tokens / passes, arm.k2)
+        kw |= {"tokens_accepted": round(tokens - passes),
+               "tokens_drafted": round(tokens - passes + passes * (1 - a2 ** (arm.k2 - 1)))}
     policy.observe(**kw)
-    return acc, dec
 
 
 def run_request(phases: Sequence[Phase], config_of: ConfigOf, *, arm: Arm | None = None,
@@ -150,12 +147,9 @@ def run_request(phases: Sequence[Phase], config_of: ConfigOf, *, arm: Arm | None
                 current, prev, base = choice, None, done
             n = min(segment_steps, ph.steps - done) if policy else ph.steps - done
             r = live.result(done + n - base)
-            seconds = r.sim_time - (prev.sim_time if prev else 0.0)
-            tokens = r.output_tokens - (prev.output_tokens if prev else 0)
+            seconds, tokens, acc, dec, passes = _since(r, prev)
             if policy:
-                acc, dec = _observe(policy, choice, r, prev, n)
-            else:
-                acc, dec = r.accepted - (prev.accepted if prev else 0), r.decisive - (prev.decisive if prev else 0)
+                _observe(policy, choice, n, tokens, acc, dec, passes)
             out.segments.append(Segment(i, n, choice, seconds, tokens, acc, dec, *means, request))
             prev, done = r, done + n
     return out
@@ -212,22 +206,17 @@ class SimulatedObjective:
         from .sim import simulate
 
         self.a1, self.a2 = np.asarray(a1_grid, float), np.asarray(a2_grid, float)
-        if any(a.k2 == 1 for a in candidates) and all(a.k2 == 1 for a in candidates):
+        if all(a.k2 == 1 for a in candidates):
             self.a2 = self.a2[:1]  # token acceptance changes nothing without token SD
-        self.table: dict[Arm, np.ndarray] = {}
-        ar = Arm("ar")
-        for arm in dict.fromkeys([ar, *candidates]):
-            grid = np.empty((len(self.a1), len(self.a2)))
+        self.arms = list(dict.fromkeys([Arm("ar"), *candidates]))  # ar first: the others over it
+        self.index = {a: k for k, a in enumerate(self.arms)}
+        tps = np.empty((len(self.arms), len(self.a1), len(self.a2)))  # tokens per second
+        for k, arm in enumerate(self.arms):
             for i, a1 in enumerate(self.a1):
                 for j, a2 in enumerate(self.a2):
                     r = simulate(config_of(arm, Phase(steps, float(a1), float(a2)), steps, seed))
-                    grid[i, j] = r.output_tokens / r.sim_time  # tokens per second, divided by ar's below
-            self.table[arm] = grid
-        base = self.table[ar].copy()
-        self.arms = list(self.table)
-        self.index = {a: k for k, a in enumerate(self.arms)}
-        self.stack = np.stack([self.table[a] / base for a in self.arms])  # (arm, a1, a2): speedups over ar
-        self.table = {a: self.stack[k] for k, a in enumerate(self.arms)}
+                    tps[k, i, j] = r.output_tokens / r.sim_time
+        self.stack = tps / tps[0]  # (arm, a1, a2): speedups over ar
         self._last: tuple[float, float, np.ndarray] | None = None
 
     def speedups(self, a1: float, a2: float) -> np.ndarray:
@@ -236,14 +225,14 @@ class SimulatedObjective:
         if self._last is not None and self._last[:2] == (a1, a2):
             return self._last[2]
         v = self.stack
-        for axis, grid, x in ((1, self.a1, a1), (1, self.a2, a2)):  # a1 first; a2 is then axis 1 too
+        for grid, x in ((self.a1, a1), (self.a2, a2)):  # each interpolation removes axis 1: a1, then a2
             if len(grid) == 1:
                 v = v[:, 0]
                 continue
             x = float(np.clip(x, grid[0], grid[-1]))
             i = min(int(np.searchsorted(grid, x, side="right")) - 1, len(grid) - 2)
             w = (x - grid[i]) / (grid[i + 1] - grid[i])
-            v = (1 - w) * np.take(v, i, axis=axis) + w * np.take(v, i + 1, axis=axis)
+            v = (1 - w) * v[:, i] + w * v[:, i + 1]
         self._last = (a1, a2, v)
         return v
 

@@ -117,7 +117,11 @@ class Part:
     estimate_s: float
     run: Callable[[Campaign], dict]
     default: bool = True
-    derived: bool = False  # computed from the other parts' files: run every time (a marker would leave it stale)
+
+    @property
+    def derived(self) -> bool:
+        """Computed from the other parts' files (:data:`DERIVED`): run every time (a marker would leave it stale)."""
+        return self.name in DERIVED
 
 
 @dataclass
@@ -454,12 +458,12 @@ def compare_trace_rows(c: Campaign) -> list[dict]:
             continue
         archs = profile_archs(traces)
         ar = next((t for t in traces if t.header.mode == "ar"), None)
-        ar_tps = measured_tps(ar)[0] if ar else None
+        ar_tps, later_ar = (measured_tps(ar)[0], measured_tps(ar, skip=1)[0]) if ar else (None, None)
         for label, name, prof in trace_profiles(c, paper=i == 0):
             for t in traces:
                 tps, tokens, seconds = measured_tps(t)
                 pred = predict_trace(traces, t, prof, archs, 2000 if c.tiny else PREDICT_STEPS)
-                later, later_ar = measured_tps(t, skip=1)[0], measured_tps(ar, skip=1)[0] if ar else None
+                later = measured_tps(t, skip=1)[0]
                 err = pred["predicted_tps"] / tps - 1 if pred["predicted_tps"] is not None and tps else None
                 err_later = (pred["predicted_tps"] / later - 1 if pred["predicted_tps"] is not None and later
                              else None)
@@ -706,7 +710,7 @@ def parts(c: Campaign) -> list[Part]:
                 + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in c.traces.grid().items()),
                 estimate_points_s(c), part_trace_points),
            Part("compare-traces", f"lrsim.predict of each trace on model:{c.spec or 'h100-sxm'}:eager and the "
-                "trace points: measured vs predicted tokens/s", 10, part_compare_traces, derived=True),
+                "trace points: measured vs predicted tokens/s", 10, part_compare_traces),
            Part("peaks", "achieved bf16 matmul and copy bandwidth", 30, part_peaks)]
     for a in c.archs:
         out.append(Part(f"profile-{a}", f"lrref profile --device {c.device} --arch {a} (wall)",
@@ -717,10 +721,9 @@ def parts(c: Campaign) -> list[Part]:
                         lambda c, a=a: kernel_sums(c, a)))
     out += [_traces_part(c, t, d) for t, d in c.pairs[1:]]
     out += [Part("compare", "measured vs the hardware model (and vs the embedded H100 profiles on an H100)", 5,
-                 part_compare, derived=True),
-            Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack, derived=True),
-            Part("validate", "studies/gpu_model_validation.py --profiles on the pack", 20, part_validate,
-                 derived=True),
+                 part_compare),
+            Part("pack", f"copy into {c.out} with manifest.json", 5, part_pack),
+            Part("validate", "studies/gpu_model_validation.py --profiles on the pack", 20, part_validate),
             Part("paper-check", "studies/paper_check.py into the pack (4 min on 2 cores)", 300, part_paper_check,
                  default=False)]
     return out
@@ -763,7 +766,7 @@ def run_part(c: Campaign, p: Part, force: bool) -> str:
     return f"done in {wall:.1f} s (stated {p.estimate_s:.0f} s)"
 
 
-def resume_from(c: Campaign, pack: Path, plan: list[Part]) -> list[str]:
+def resume_from(c: Campaign, pack: Path) -> list[str]:
     """Restore a committed pack (an earlier session's, maybe on another machine) into the work folder: its files,
     and a marker for each measuring part its manifest says is done, so those parts are skipped.  Returns their
     names.  Files already in the work folder are kept (they are this machine's)."""
@@ -781,12 +784,11 @@ def resume_from(c: Campaign, pack: Path, plan: list[Part]) -> list[str]:
         if src.is_file() and not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst)
-    derived = {p.name for p in plan if p.derived}
     (c.work / "resumed-manifest.json").write_text(json.dumps(man, indent=1) + "\n")  # its runs join the new pack's
     done = []
     (c.work / "parts").mkdir(exist_ok=True)
     for name, m in man.get("parts", {}).items():
-        if m.get("status") == "done" and name not in derived:
+        if m.get("status") == "done" and name not in DERIVED:
             marker = c.work / "parts" / f"{name}.done.json"
             if not marker.exists():
                 marker.write_text(json.dumps({k: v for k, v in m.items() if k != "status"}
@@ -887,7 +889,7 @@ def main() -> int:
     if a.list:
         return 0
     if a.resume_from:
-        print(f"resumed from {a.resume_from}: {', '.join(resume_from(c, a.resume_from, plan)) or 'no finished parts'}")
+        print(f"resumed from {a.resume_from}: {', '.join(resume_from(c, a.resume_from)) or 'no finished parts'}")
     t0, failed = time.perf_counter(), 0
     c.deadline = None if a.budget_s is None else t0 + a.budget_s
     for p in chosen:

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from lrsim.adaptive import Arm, Costs, Policy
-from lrsim.adaptive_sim import Phase, costs_of_config, e2, parse_phases, run_request, simulate_auto, token_acceptance
+from lrsim.adaptive import Arm, Costs, Policy, expected_kept
+from lrsim.adaptive_sim import Phase, costs_of_config, parse_phases, run_request, simulate_auto, token_acceptance
 from lrsim.errors import InputError
 from lrsim.sim import SimConfig, simulate
 
@@ -61,7 +61,7 @@ def test_a_switch_starts_a_new_run_with_new_random_numbers():
 def test_token_acceptance_inverts_e2():
     for k2 in (2, 4, 9):
         for a2 in (0.0, 0.1, 0.37, 0.8, 0.99):
-            assert token_acceptance(e2(a2, k2), k2) == pytest.approx(a2, abs=1e-9)
+            assert token_acceptance(expected_kept(a2, k2), k2) == pytest.approx(a2, abs=1e-9)
     assert token_acceptance(0.5, 4) == pytest.approx(0.0, abs=1e-9) and token_acceptance(9, 4) == pytest.approx(1.0)
 
 

@@ -355,7 +355,6 @@ def add_auto_args(p: argparse.ArgumentParser, phases: bool = False) -> None:
 def auto_options(a: argparse.Namespace):
     """:class:`lrsim.adaptive_sim.AutoOptions` from :func:`add_auto_args`' flags; bad values: InputError."""
     from ..adaptive_sim import AutoOptions
-    from ..errors import InputError
 
     try:
         k2s = tuple(sorted({int(k) for k in a.k2_options.split(",")}))

@@ -130,10 +130,9 @@ def run_auto(a: argparse.Namespace) -> str:
     if b.alpha2 is None:  # no token speculation recorded: nothing to price k2 > 1 with
         opts = replace(opts, k2s=(1,))
         notes.append("no token acceptance in these traces: k2 = 1 only (record sd or '+sd' modes for more)")
-    reqs = requests_from_traces(traces, b.alpha2 if b.alpha2 is not None else 0.5)
-    a2 = b.alpha2 if b.alpha2 is not None else 0.5
-    r = run_workload(reqs, compose_config_of(b, hw), costs_of(hw, b), b.alpha1, a2, b.step_tokens.mean, opts,
-                     seed=a.seed)
+    a2 = b.alpha2 if b.alpha2 is not None else 0.5  # with k2 = 1 only it prices nothing
+    r = run_workload(requests_from_traces(traces, a2), compose_config_of(b, hw), costs_of(hw, b), b.alpha1, a2,
+                     b.step_tokens.mean, opts, seed=a.seed)
     if a.json:
         return json.dumps(r.to_dict() | {"notes": notes}, indent=2, default=float)
     return "\n".join([r.format(), *(f"  note: {n}" for n in notes)])
