@@ -11,7 +11,7 @@ from lrref import Session
 from lrref.bench import dataset_path, load_dataset
 
 real = "--real" in sys.argv[1:]
-models = {} if real else {"backend": "hf", "random_weights": "tiny"}
+models = {"verifier": "math"} if real else {"backend": "hf", "random_weights": "tiny"}  # math: see its steps pass
 question = "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"
 
 with Session(modes=("ar", "lr-sync"), max_tokens=64, **models) as s:  # models load here, once

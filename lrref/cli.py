@@ -53,9 +53,13 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     from .verify.verifiers import THRESHOLD_HELP, VERIFIERS
 
     g = p.add_argument_group("decoding")
-    g.add_argument("--gamma", type=_pos_int, default=4, help="lookahead depth (draft steps per cycle / ahead)")
+    g.add_argument("--gamma", type=_pos_int, default=None,
+                   help="lookahead depth (draft steps per cycle / ahead; default 4; auto chooses its own)")
+    g.add_argument("--auto-max-gamma", type=_pos_int, default=4,
+                   help="--mode auto: the deepest lr-sync it may choose (gamma 1..this, at most 8)")
     g.add_argument("--width", type=_pos_int, default=1, help="W distinct draft candidates per position (lr-sync)")
-    g.add_argument("--ngram", type=_pos_int, default=0, help="n-gram tokens per target pass (0 = off; +sd modes: 4)")
+    g.add_argument("--ngram", type=_pos_int, default=None,
+                   help="n-gram tokens per target pass (0 = off; +sd modes: 4; auto chooses 0 or 4)")
     g.add_argument("--ngram-max", type=_pos_int, default=2, help="prompt_lookup_max")
     g.add_argument("--ngram-min", type=_pos_int, default=1, help="prompt_lookup_min")
     g.add_argument("--max-step-tokens", type=_pos_int, default=96, help="step token cap")
@@ -82,10 +86,11 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--judge", default=None, help="judge model dir (judge verifier; default: the target)")
     m.add_argument("--embedding", default=None, help="embedding model (embedding verifier; default all-mpnet-base-v2)")
     m.add_argument("--verifier", default=None, choices=VERIFIERS,
-                   help="default: math at 0.85 (random with --random-weights, the only one allowed there): the "
-                        "draft's equations and numbers must be the target step's (no model call), then the "
-                        "embedding cosine decides the prose; chosen by the answer-quality study, where it kept "
-                        "ar's accuracy and embedding lost 15-25 points at 0.95-0.85 (docs/validation/answer-quality.md)")
+                   help="default: exact-strict, token-identical steps only (LR then commits only steps the target "
+                        "would have written); the answer-quality study's rule picked it: math at 0.85 lost 10 points "
+                        "of ar's accuracy on 80 GSM8K test problems (95%% interval -18.5 to -1.1), the embedding 10-25 "
+                        "points on 40, the judge none on 40 but slower (docs/validation/answer-quality.md); random "
+                        "with --random-weights, the only one allowed there")
     m.add_argument("--threshold", type=_float, default=None, help=THRESHOLD_HELP)
     m.add_argument("--exact-strict", action="store_true",
                    help="exact verifier: only token-identical steps pass (the lossless setting)")
@@ -176,19 +181,26 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
 
     :raises UsageError: a bad ``--async-threads``; the config's own checks (:class:`lrref.session.SessionConfig`).
     """
-    from .config import DEFAULT_SYSTEM
+    from .config import AUTO, DEFAULT_SYSTEM, parse_mode
     from .session import SessionConfig
 
     try:
         tt, dt = (int(x) for x in a.async_threads.split(","))
     except ValueError:
         raise UsageError(f"--async-threads must be 'TARGET,DRAFT' integers, got {a.async_threads!r}") from None
+    bases = {parse_mode(m)[0] for m in modes}
+    if AUTO in bases:  # flags auto would override, when no other mode of the run uses them
+        unused = [f for f, v, users in (("--gamma", a.gamma, {"lr-sync", "lr-async"}), ("--ngram", a.ngram, bases))
+                  if v is not None and not (users & bases) - {AUTO}]
+        if unused:
+            raise UsageError(f"--mode auto chooses gamma and n-gram itself: drop {', '.join(unused)}")
     return SessionConfig(
         backend=a.backend, target=a.target, draft=a.draft, judge=a.judge, embedding=a.embedding,
         cache_dir=a.cache_dir, verifier=a.verifier, threshold=a.threshold, exact_strict=a.exact_strict,
         random_weights=a.random_weights, prompt_tokens=a.prompt_tokens, device=a.device, draft_device=a.draft_device,
         dtype=a.dtype, prefix_caching=not a.no_prefix_caching, require_idle=a.require_idle, modes=tuple(modes),
-        gamma=a.gamma, width=a.width, ngram=a.ngram, ngram_max=a.ngram_max, ngram_min=a.ngram_min,
+        gamma=4 if a.gamma is None else a.gamma, auto_max_gamma=a.auto_max_gamma, width=a.width,
+        ngram=a.ngram or 0, ngram_max=a.ngram_max, ngram_min=a.ngram_min,
         max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens, temperature=a.temperature, top_p=a.top_p,
         top_k=a.top_k, draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,
         threads=a.threads, target_threads=tt, draft_threads=dt, log_text=a.log_text,

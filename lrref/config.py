@@ -21,8 +21,12 @@ from .host.cpu import DTYPE_HELP, DTYPES
 DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
 BACKENDS = ("auto", "hf", "vllm", "llamacpp")  # --backend, SessionConfig.backend
-MODE_HELP = "ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = lr-async+sd"
+MODE_HELP = ("ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = "
+             "lr-async+sd; auto: the decoder chooses among ar, sd and lr-sync(+sd) and gamma at every step boundary")
+AUTO = "auto"  #: the adaptive mode (lrref.decode.auto): ar, sd and lr-sync(+sd) chosen online
+DRAFT_IN_PROCESS = ("lr-sync", AUTO)  #: modes whose draft model runs in the main process
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
+MAX_AUTO_GAMMA = 8  # auto_max_gamma's bound
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -36,7 +40,8 @@ def config_dict(obj) -> dict:
 
 
 def parse_mode(mode: str) -> tuple[str, bool]:
-    """``'lr-async+sd'`` -> ``('lr-async', True)``; ``'sd'`` -> ``('ar', True)``; ``'lr+sd'`` = lr-async+sd.
+    """``'lr-async+sd'`` -> ``('lr-async', True)``; ``'sd'`` -> ``('ar', True)``; ``'lr+sd'`` = lr-async+sd;
+    ``'auto'`` -> ``('auto', False)`` (it chooses n-gram speculation itself).
 
     :raises InputError: an unknown mode.
     """
@@ -45,6 +50,8 @@ def parse_mode(mode: str) -> tuple[str, bool]:
     if ng:
         m = m[:-3]
     m = {"lr": "lr-async"}.get(m, m)
+    if m == AUTO and not ng:
+        return AUTO, False
     if m == "sd":
         return "ar", True
     if m not in BASE_MODES or (ng and m == "ar" and mode.strip().lower() != "sd"):
@@ -83,6 +90,7 @@ class DecodeConfig:
     verify_identical: bool = option("send token-identical drafts to the verifier too (random weights: acceptance "
                                     "is then the random verifier's p alone)", False)
     device: str = option("torch device of the target (hf backend): cpu, cuda or cuda:N", "cpu")
+    auto_max_gamma: int = option("auto: the deepest lr-sync configuration it may choose (gamma 1..this)", 4)
     draft_device: str | None = option("torch device of the draft, in or out of process (default: the target's)",
                                       None)
 
@@ -100,6 +108,8 @@ class DecodeConfig:
             v = getattr(self, name)
             if v is not None and not DEVICE.match(v):
                 raise InputError(f"{name.replace('_', '-')} must be cpu, cuda or cuda:N, got {v!r}")
+        if base == AUTO:
+            self._check_auto()
         if self.width > 1 and base != "lr-sync":
             raise InputError("width > 1 is implemented for lr-sync only")
         if self.width > 1 and self.draft_sampling.greedy:
@@ -109,14 +119,28 @@ class DecodeConfig:
         Sampling(self.temperature, self.top_p, self.top_k)
         NgramConfig(self.ngram_k, self.ngram_max, self.ngram_min)
 
+    def _check_auto(self) -> None:
+        """auto chooses gamma and n-gram itself, one request at a time, width 1."""
+        if not 1 <= self.auto_max_gamma <= MAX_AUTO_GAMMA:
+            raise InputError(f"auto_max_gamma must be in 1..{MAX_AUTO_GAMMA}, got {self.auto_max_gamma}")
+        if self.width != 1:
+            raise InputError("mode auto runs width 1 (it chooses among ar, sd and lr-sync with one draft per step)")
+        if self.concurrency != 1:
+            raise InputError("mode auto decodes one request at a time (concurrency 1)")
+
     @property
     def base(self) -> str:
         return parse_mode(self.mode)[0]
 
     @property
     def is_lr(self) -> bool:
-        """A Lookahead Reasoning mode (needs a draft and a verifier)."""
-        return self.base in LR_MODES
+        """A Lookahead Reasoning mode, or auto, which may choose one (needs a draft and a verifier)."""
+        return self.base in LR_MODES or self.base == AUTO
+
+    @property
+    def draft_in_process(self) -> bool:
+        """The draft model runs in the main process (lr-sync, auto)."""
+        return self.base in DRAFT_IN_PROCESS
 
     @property
     def ngram_k(self) -> int:

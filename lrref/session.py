@@ -30,11 +30,11 @@ from typing import Any, Literal
 from lrsim.errors import InputError, UsageError
 from lrsim.fields import option
 
-from .config import BACKENDS, LR_MODES, DecodeConfig, parse_mode
+from .config import AUTO, BACKENDS, LR_MODES, DecodeConfig, parse_mode
 
 #: SessionConfig fields that are decoding defaults: :meth:`Session.generate` and :meth:`Session.bench` take them
 #: as keywords for one call (the rest say which models load, and how)
-DECODE_OPTIONS = ("gamma", "width", "ngram", "ngram_max", "ngram_min", "max_step_tokens", "max_tokens",
+DECODE_OPTIONS = ("gamma", "auto_max_gamma", "width", "ngram", "ngram_max", "ngram_min", "max_step_tokens", "max_tokens",
                   "temperature", "top_p", "top_k", "draft_temperature", "seed", "system", "threads",
                   "target_threads", "draft_threads", "log_text", "concurrency")
 _DECODE_FIELDS = {f.name: f for f in fields(DecodeConfig)}
@@ -65,8 +65,8 @@ class SessionConfig:
     judge: str | None = option("judge model dir (judge verifier; default: the target)", None)
     embedding: str | None = option("embedding model (embedding and math verifiers; default all-mpnet-base-v2)", None)
     cache_dir: str | None = option("model cache (default $LRREF_CACHE or ~/.cache/lrref)", None)
-    verifier: str | None = option("judge, embedding, score, random, exact or math (default: math; random with "
-                                  "random weights, the only one allowed there)", None)
+    verifier: str | None = option("judge, embedding, score, random, exact or math (default: exact, token-identical "
+                                  "steps only; random with random weights, the only one allowed there)", None)
     threshold: float | None = option("verifier threshold (default: the verifier's)", None)
     exact_strict: bool = option("exact verifier: only token-identical steps pass (the lossless setting)", False)
     random_weights: str | None = option("TARGET[,DRAFT] architectures built with random weights (hf backend)", None)
@@ -79,6 +79,7 @@ class SessionConfig:
     require_idle: bool = option("refuse to load models on a busy machine (lrref.host.load.require_idle)", False)
     modes: tuple[str, ...] = option("the modes this session decodes (the first is generate's default)", ("lr-sync",))
     gamma: int = _like("gamma")
+    auto_max_gamma: int = _like("auto_max_gamma")
     width: int = _like("width")
     ngram: int = _like("ngram")
     ngram_max: int = _like("ngram_max")
@@ -117,6 +118,9 @@ class SessionConfig:
         _check_backend_flags(self, cfgs)
         if self.prompt_tokens is not None and not self.random_weights:
             raise UsageError("--prompt-tokens is for --random-weights")
+        if self.threshold is not None and self.verifier is None and not self.random_weights:
+            raise UsageError("--threshold needs --verifier: the default verifier (exact, token-identical steps only) "
+                             "takes none")
         if self.random_weights and self.verifier not in (None, "random"):
             raise UsageError(f"--random-weights needs --verifier random (acceptance of random weights means "
                              f"nothing), got --verifier {self.verifier}")
@@ -134,16 +138,17 @@ class SessionConfig:
     @property
     def verifier_config(self):
         """The verifier as configured (:class:`lrref.verify.verifiers.VerifierConfig`), its default resolved."""
-        from .verify.verifiers import DEFAULT_VERIFIER, VerifierConfig
+        from .verify.verifiers import DEFAULT_STRICT, DEFAULT_VERIFIER, VerifierConfig
 
         name = self.verifier or ("random" if self.random_weights else DEFAULT_VERIFIER)
         model = self.judge if name == "judge" else self.embedding if name in ("embedding", "math") else None
-        return VerifierConfig(name, self.threshold, model, normalize=not self.exact_strict, seed=self.seed)
+        strict = self.exact_strict or (self.verifier is None and name == "exact" and DEFAULT_STRICT)  # the default
+        return VerifierConfig(name, self.threshold, model, normalize=not strict, seed=self.seed)
 
     @property
     def lr(self) -> bool:
-        """Some mode needs a draft and a verifier."""
-        return any(parse_mode(m)[0] in LR_MODES for m in self.modes)
+        """Some mode needs a draft and a verifier (an LR mode, or auto, which may choose one)."""
+        return any(parse_mode(m)[0] in LR_MODES + (AUTO,) for m in self.modes)
 
     def decode_config(self, mode: str | None = None, **options: Any) -> DecodeConfig:
         """How to decode in ``mode`` (default: the first of :attr:`modes`): this config's decoding defaults, with
@@ -161,6 +166,9 @@ class SessionConfig:
 
 def _check_backend_flags(c: SessionConfig, cfgs: Sequence[DecodeConfig]) -> None:
     """Flags the named backend cannot honour (``auto`` picks hf whenever one of them needs torch)."""
+    if c.backend == "vllm" and any(d.base == AUTO for d in cfgs):
+        raise UsageError("--mode auto measures every forward pass, and vLLM's happen inside its engine: use --backend "
+                         "hf or llamacpp")
     if c.backend == "vllm" and len({d.ngram_cfg for d in cfgs}) > 1:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")
@@ -306,6 +314,12 @@ class Session:
                 vc = verifiers.VerifierConfig(vc.name, c.threshold, self.paths["embedding"])
             self.verifier = verifiers.build(vc, self.target, c.cache_dir)
 
+    @property
+    def _depth(self) -> int:
+        """The deepest look-ahead a mode may run: ``gamma``, or auto's ``auto_max_gamma`` (prefixes pooled)."""
+        c = self.config
+        return max([c.gamma] + [c.auto_max_gamma for m in self._modes if m.base == "auto"])
+
     def _llamacpp_backends(self) -> None:
         """Target and lr-sync draft on their GGUF files, each sequence's KV sized for a prompt plus ``max_tokens``."""
         from .backends.llamacpp import LlamaCppBackend
@@ -313,9 +327,10 @@ class Session:
         c = self.config
         ctx = max(2048, c.max_tokens + 1024)
         n = c.concurrency  # requests in flight: each needs its own sequence slots
-        self.target = LlamaCppBackend(self.paths["target"], threads=c.threads, slots=max(8, 2 * (c.gamma + 1)) * n,
-                                      ctx_per_seq=ctx, prefix_caching=c.prefix_caching)
-        if any(m.base == "lr-sync" for m in self._modes):
+        slots = max(8, 2 * (self._depth + 1)) * n
+        self.target = LlamaCppBackend(self.paths["target"], threads=c.threads, slots=slots, ctx_per_seq=ctx,
+                                      prefix_caching=c.prefix_caching)
+        if any(m.draft_in_process for m in self._modes):
             self.draft = LlamaCppBackend(self.paths["draft"], threads=c.threads, slots=4 * n, ctx_per_seq=ctx,
                                          prefix_caching=c.prefix_caching)
 
@@ -327,7 +342,7 @@ class Session:
             self.target = VLLMBackend(self.paths["target"], dtype=self.dtype, ngram=self._modes[0].ngram_cfg)
         else:
             self.target = self._hf_model("target")
-        if any(m.base == "lr-sync" for m in self._modes):
+        if any(m.draft_in_process for m in self._modes):
             self.draft = self._hf_model("draft")
 
     def _hf_model(self, role: str):
@@ -338,7 +353,7 @@ class Session:
         c = self.config
         n = c.concurrency  # requests in flight: each keeps its prefixes in the pools
         device = c.device if role == "target" else c.draft_device or c.device
-        pool = max(8, 2 * (c.gamma + 1)) * n if role == "target" else 8 * n
+        pool = max(8, 2 * (self._depth + 1)) * n if role == "target" else 8 * n
         kw = dict(dtype=resolve_dtype(c.dtype, device), threads=c.threads, pool_size=pool, device=device)
         if c.random is not None:
             from .backends.hf_random import RandomBackend
@@ -367,7 +382,7 @@ class Session:
         """Refuse a decode the loaded models cannot run."""
         if self.target is None:
             raise InputError("the session is closed")
-        if cfg.is_lr and "draft" not in self.paths or cfg.base == "lr-sync" and self.draft is None:
+        if cfg.is_lr and "draft" not in self.paths or cfg.draft_in_process and self.draft is None:
             raise InputError(f"mode {cfg.mode} needs models this session did not load: list it in "
                              f"SessionConfig(modes=...), which has {', '.join(self.config.modes)}")
         if self.backend == "vllm" and cfg.ngram_cfg != self._modes[0].ngram_cfg:

@@ -18,6 +18,9 @@ JSON Lines file, UTF-8, one JSON object per line, flushed as it is written:
    the order they reach the writer (lr-async's draft process sends its own in
    batches, ahead of the step they belong to), not sorted by ``start``, and
    without a flush of their own (the next step or request record flushes them).
+5. one **choice** record (``"type": "choice"``) per cycle of an adaptive run (lrref ``--mode auto``, header
+   mode ``auto``, no ``setting``): the configuration the cycle ran and the estimates and costs that chose it,
+   written before the cycle's step records.
 
 Times are seconds since the run started (one monotonic clock per run).  A
 field that does not apply is ``null``.  Readers skip unknown *fields* (minor
@@ -250,8 +253,31 @@ class PassRecord:
     type: str = "pass"
 
 
+@dataclass
+class ChoiceRecord:
+    """An adaptive run's choice for one cycle of one request (lrref ``--mode auto``, :mod:`lrsim.adaptive`)."""
+
+    request: int = option("request index within the run", 0)
+    cycle: int = option("the cycle it chose for (the step records' cycle)", 0)
+    config: str = option("the configuration, lrref's name: 'ar', 'sd k2=5', 'lr-sync gamma=3 +sd k2=5'", "ar")
+    mode: str = option("its simulator mode: 'ar' or 'sync' ('async' in the simulator)", "ar")
+    k1: int = option("its target steps per cycle (sync: gamma + 1; ar: 1)", 1)
+    k2: int = option("its positions per target pass (n-gram tokens + 1; 1: none)", 1)
+    alpha1: float | None = option("posterior mean of step acceptance when it chose")
+    alpha2: float | None = option("posterior mean of token acceptance (n-gram) when it chose")
+    step_tokens: float | None = option("tokens per step as estimated when it chose")
+    speedup: float | None = option("the configuration's expected speedup over ar at those means and costs "
+                                   "(lrsim.adaptive.speedup)")
+    best: str | None = option("the best configuration at the means (a Thompson draw may choose another)")
+    target_pass_s: float | None = option("measured cost of a target pass over one position, T(1) (s)")
+    target_position_s: float | None = option("measured cost of each further position of a pass, T(2) - T(1) (s)")
+    draft_token_s: float | None = option("measured cost of a draft token (s; 0 before the first draft pass)")
+    verify_pair_s: float | None = option("measured verifier seconds per step pair (0 before the first call)")
+    type: str = "choice"
+
+
 DOC_SECTIONS = {"header": Header, "setting": Setting, "step": StepRecord, "request": RequestRecord,
-                "pass": PassRecord}
+                "pass": PassRecord, "choice": ChoiceRecord}
 
 
 def schema_doc() -> str:
@@ -314,6 +340,9 @@ class TraceWriter:
     def request(self, rec: RequestRecord) -> None:
         self._write(rec)
 
+    def choice(self, rec: ChoiceRecord) -> None:
+        self._write(rec)
+
     def write_pass(self, rec: PassRecord) -> None:
         """A pass record, buffered: the next step or request record (or :meth:`close`) flushes it."""
         self._fh.write(_line(rec))
@@ -356,6 +385,7 @@ class Trace:
     requests: list[RequestRecord]
     warnings: list[str] = field(default_factory=list)
     passes: list[PassRecord] = field(default_factory=list)
+    choices: list[ChoiceRecord] = field(default_factory=list)
 
 
 def _build(cls, obj: dict):
@@ -391,9 +421,19 @@ def _check_pass(rec: PassRecord) -> str | None:
     return None
 
 
+def _check_choice(rec: ChoiceRecord) -> str | None:
+    for name, lo in (("request", 0), ("cycle", 0), ("k1", 1), ("k2", 1)):
+        v = getattr(rec, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            return f"field {name!r} must be an integer >= {lo}"
+    if rec.mode not in SIM_MODES:
+        return f"mode must be one of {', '.join(SIM_MODES)}, got {rec.mode!r}"
+    return None
+
+
 #: record type -> (class, check returning a problem or None, list of :class:`Trace` it goes to)
 _RECORDS = {"step": (StepRecord, _check_step, "steps"), "request": (RequestRecord, lambda rec: None, "requests"),
-            "pass": (PassRecord, _check_pass, "passes")}
+            "pass": (PassRecord, _check_pass, "passes"), "choice": (ChoiceRecord, _check_choice, "choices")}
 
 
 def iter_lines(path: Path, warnings: list[str] | None = None) -> Iterator[tuple[int, str]]:
@@ -431,6 +471,7 @@ def read_trace(path: str | os.PathLike) -> Trace:
     steps: list[StepRecord] = []
     requests: list[RequestRecord] = []
     passes: list[PassRecord] = []
+    choices: list[ChoiceRecord] = []
     warnings: list[str] = []
     for n, line in iter_lines(p, warnings):
         if not line.strip():
@@ -466,10 +507,10 @@ def read_trace(path: str | os.PathLike) -> Trace:
         if problem:
             warnings.append(f"{p}:{n}: skipped {kind} record ({problem})")
         else:
-            {"steps": steps, "requests": requests, "passes": passes}[into].append(rec)
+            {"steps": steps, "requests": requests, "passes": passes, "choices": choices}[into].append(rec)
     if header is None:
         raise TraceError(warnings[-1] if warnings else f"{p}: empty trace (no header)")
-    return Trace(str(p), header, steps, requests, warnings, passes)
+    return Trace(str(p), header, steps, requests, warnings, passes, choices)
 
 
 def write_trace(path: str | os.PathLike, header: Header, steps: Iterable[StepRecord],
@@ -545,6 +586,9 @@ def _legacy_setting(header: Header) -> Setting:
     others), on ``threads`` otherwise.
     """
     cfg = header.config or {}
+    if header.mode == "auto":
+        raise TraceError("an adaptive trace (lrref --mode auto) ran a configuration per cycle, no one setting: "
+                         "its choice records name them")
     if header.source == "lrsim.des" or "k1" in cfg:
         return Setting(str(cfg.get("mode", "ar")), int(cfg.get("k1", 1)), int(cfg.get("k2", 1)),
                        int(cfg.get("width", 1)), str(cfg.get("verify_calls", "one")), "default")

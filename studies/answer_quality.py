@@ -128,6 +128,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          f"else {AR_RATE:g}, {AR_MACHINE})")
     ap.add_argument("--mean-tokens", type=float, default=MEAN_TOKENS, help="--dry-run/--hours: tokens per answer assumed")
     ap.add_argument("--figures", type=Path, default=FIGURES, help="--report: folder of the figure and the JSON")
+    ap.add_argument("--stem", default="answer_quality",
+                    help="--report: file name of the figure and the JSON, without suffix (e.g. answer_quality_n80)")
     ap.add_argument("--reps", type=int, default=2000, help="--report: bootstrap resamples")
     ap.add_argument("--dest", type=Path, default=DATA, help="--pack: destination (must not exist)")
     a = ap.parse_args(argv)
@@ -140,6 +142,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             or (a.hours is not None and a.hours <= 0)):
         raise UsageError("--n, --max-tokens, --gamma, --threads, --reps, --ar-rate, --mean-tokens and --hours "
                          "must be > 0")
+    if not a.stem or Path(a.stem).name != a.stem:
+        raise UsageError(f"--stem must be a plain file name without suffix, got {a.stem!r}")
     a.selected = [known[x] for x in names]
     return a
 
@@ -513,6 +517,16 @@ def pick_default(rows: list[dict], mode: str = "lr-async", alpha: float = 0.05, 
     return max(ok, key=lambda r: r["speedup"], default=None)
 
 
+def latest_rows(*tables: list[dict]) -> list[dict]:
+    """Each row at its latest recording: a later table's row replaces an earlier row of the same name (the 80-problem
+    re-recording of a 40-problem row), in the order the names first appear."""
+    out: dict[str, dict] = {}
+    for rows in tables:
+        for r in rows:
+            out[r["name"]] = r
+    return list(out.values())
+
+
 # --- output --------------------------------------------------------------------------------------------
 
 
@@ -624,10 +638,10 @@ def report(a: argparse.Namespace) -> None:
     data = {"rows": rows, "default_pick": None if pick is None else pick["name"],
             "rule": "fastest lr-async row with exact McNemar p >= 0.05 against ar and a loss <= 3 points",
             "notes": text, "ar_agreement": agree, "source": [str(p) for p in a.report]}
-    atomic_write(a.figures / "answer_quality.json", json.dumps(data, indent=1) + "\n")
+    atomic_write(a.figures / f"{a.stem}.json", json.dumps(data, indent=1) + "\n")
     title = (f"Answer quality vs speed: {rows[0]['n']} GSM8K test problems, <= "
              f"{settings(ars[0].meta, 'ar')[2]} tokens (lrref {ars[0].meta.get('backend')}, CPU)")
-    finish(fig, argparse.Namespace(out=a.figures), "answer_quality", title)
+    finish(fig, argparse.Namespace(out=a.figures), a.stem, title)
 
 
 # --- packing -------------------------------------------------------------------------------------------

@@ -267,14 +267,25 @@ def test_smoke_records_two_problems_with_the_tiny_model(aq, tmp_path, capsys):
     assert [r["name"] for r in rows] == ["ar", "lr-async-math-0.85"] and rows[1]["n"] == 2
 
 
-def test_lrrefs_default_verifier_is_the_studys_pick():
-    """Issue 19 item 2: lrref's default verifier and threshold are the row the recorded study picks."""
-    from lrref.verify.verifiers import DEFAULT_THRESHOLDS, DEFAULT_VERIFIER
+def test_lrrefs_default_verifier_is_the_studys_pick(aq):
+    """Issue 19 item 2, issue 33 item 4: lrref's default verifier is the row the study's rule picks, each row at its
+    latest recording (the math row re-recorded on 80 problems replaces its 40-problem row)."""
+    from lrref.verify.verifiers import DEFAULT_STRICT, DEFAULT_THRESHOLDS, DEFAULT_VERIFIER
 
-    data = json.loads((STUDIES.parent / "figures" / "answer_quality.json").read_text())
-    assert data["default_pick"] == f"lr-async-{DEFAULT_VERIFIER}-{DEFAULT_THRESHOLDS[DEFAULT_VERIFIER]:.2f}"
-    pick = next(r for r in data["rows"] if r["name"] == data["default_pick"])
+    figs = STUDIES.parent / "figures"
+    n40, n80 = (json.loads((figs / f).read_text()) for f in ("answer_quality.json", "answer_quality_n80.json"))
+    assert n80["rows"][1]["name"] == "lr-async-math-0.85" and n80["rows"][1]["n"] == 80
+    assert n80["default_pick"] is None  # the current math rule lost 11, gained 3 on 80 problems
+    pick = aq.pick_default(aq.latest_rows(n40["rows"], n80["rows"]))
+    strict = DEFAULT_VERIFIER == "exact" and DEFAULT_STRICT
+    assert pick["name"] == ("lr-async-exact-strict" if strict
+                            else f"lr-async-{DEFAULT_VERIFIER}-{DEFAULT_THRESHOLDS[DEFAULT_VERIFIER]:.2f}")
     assert pick["p_value"] >= 0.05 and pick["ar_accuracy"] - pick["accuracy"] <= 0.03
+
+
+def test_latest_rows_replace_by_name(aq):
+    a, b = [{"name": "x", "n": 40}, {"name": "y", "n": 40}], [{"name": "x", "n": 80}]
+    assert aq.latest_rows(a, b) == [{"name": "x", "n": 80}, {"name": "y", "n": 40}]
 
 
 def test_pass_probability_of_the_default_rule(aq):

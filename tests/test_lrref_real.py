@@ -263,7 +263,8 @@ def test_cli_generate_and_bench_on_the_tiny_model(tmp_path, capsys):
     assert "".join(s["text"] for s in out["steps"]).strip() == out["text"].strip()
     h = read_trace(tp).header
     assert h.config["mode"] == "lr-sync+sd" and h.config["ngram_k"] == 4 and "help" in h.config
-    assert h.config["verifier"]["name"] == "math" and h.backend == "hf"  # the default
+    assert h.config["verifier"]["name"] == "exact" and not h.config["verifier"]["normalize"]  # the default
+    assert h.backend == "hf"
     od = tmp_path / "bench"
     assert cli.main(["bench", "--n", "2", "--modes", "ar,lr-sync,lr-async+sd", "--out", str(od), "--json"]
                     + common) == 0

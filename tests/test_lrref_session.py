@@ -83,7 +83,8 @@ def test_the_command_says_what_the_config_raises(args, capsys, tmp_path):
 
 def test_config_defaults_and_decode_options():
     c = config()
-    assert c.modes == ("lr-sync",) and c.verifier_config.name == "math" and c.backend == "auto"
+    assert c.modes == ("lr-sync",) and c.verifier_config.name == "exact" and c.backend == "auto"
+    assert not c.verifier_config.normalize and config(verifier="exact").verifier_config.normalize  # default: strict
     assert config(random_weights="tiny", max_tokens=64).verifier_config.name == "random"
     assert config(modes="ar, sd").modes == ("ar", "sd")
     d = c.decode_config("lr+sd", max_tokens=64)
@@ -268,3 +269,13 @@ def test_llamacpp_lr_async_without_prefix_caching_leaves_the_environment(tmp_pat
                        trace=tmp_path / "a.jsonl")
     assert r.tokens == 16 and dict(os.environ) == env
     assert read_trace(tmp_path / "a.jsonl").header.config["backend_info"]["prefix_caching"] is False
+
+
+def test_a_threshold_needs_a_verifier_now_that_the_default_takes_none():
+    from lrref.session import SessionConfig
+    from lrsim.errors import UsageError
+
+    with pytest.raises(UsageError, match="--threshold needs --verifier"):
+        SessionConfig(threshold=0.9)
+    assert SessionConfig(threshold=0.9, verifier="math").verifier_config.t == 0.9
+    assert SessionConfig(random_weights="tiny", threshold=0.3, max_tokens=64).verifier_config.t == 0.3

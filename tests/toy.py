@@ -27,6 +27,7 @@ class ToyBackend:
         self.name, self.path, self.eos_ids, self.stats = name, f"/toy/{name}", (EOS,), BackendStats()
         self.deviate = deviate
         self.seconds_per_pass = 0.0  # added to stats.forward_s by every pass of the running batch
+        self.seconds_per_row = 0.0  # and this for each row of the pass after the first (none: a free batch)
         self.threads: list[int] = []  # every set_threads call
 
     def set_threads(self, n):
@@ -97,8 +98,9 @@ class ToyEngine:
 
     def step(self):
         log = getattr(self.be, "pass_log", None)  # one pass record per step, as the real engines report them
+        seconds = self.be.seconds_per_pass + self.be.seconds_per_row * max(len(self.rows) - 1, 0)
         if log is not None and self.rows:
-            log(time.perf_counter(), self.be.seconds_per_pass, [1] * len(self.rows),
+            log(time.perf_counter(), seconds, [1] * len(self.rows),
                 [len(row[1]) for row in self.rows.values()], len(self.rows), None,
                 [self.request[h] for h in self.rows])
         for h, (sp, ids, rng, _) in self.rows.items():
@@ -106,7 +108,7 @@ class ToyEngine:
             sp.push(ids[-1])
             self.batch_sum[h] = self.batch_sum.get(h, 0) + len(self.rows)
         self.be.stats.forwards += 1
-        self.be.stats.forward_s += self.be.seconds_per_pass
+        self.be.stats.forward_s += seconds
         return [self._out(h) for h in [h for h, row in self.rows.items() if row[0].finish]]
 
     def cancel(self, handles):

@@ -1,9 +1,11 @@
-"""The decoder: runs requests in one mode (``ar``, ``sd``, ``lr-sync``, ``lr-async``) and writes the trace.
+"""The decoder: runs requests in one mode (``ar``, ``sd``, ``lr-sync``, ``lr-async``, ``auto``) and writes the
+trace.
 
 All modes commit whole steps (:mod:`lrref.backends.steps`) and write one trace record
 per drafted candidate and per target-only step (:mod:`lrref.decode.rows`).  ``ar``/``sd``
-is one target step per cycle (here), ``lr-sync`` one :class:`lrref.decode.lr_sync.SyncCycle`
-per cycle, ``lr-async`` one :class:`lrref.decode.lr_async.AsyncPipeline` per request.
+is one target step per cycle (:func:`lrref.decode.ar.ar_step`), ``lr-sync`` one
+:class:`lrref.decode.lr_sync.SyncCycle` per cycle, ``lr-async`` one :class:`lrref.decode.lr_async.AsyncPipeline`
+per request, ``auto`` one of the first two per cycle as its :class:`lrref.decode.auto.Tuner` chooses.
 All are job generators (:mod:`lrref.decode.jobs`): :meth:`Decoder.run`
 decodes one request, :meth:`Decoder.run_many` several at once whose steps share
 batches (:mod:`lrref.decode.closed_loop`; lr-async's drafts share the one draft
@@ -26,19 +28,20 @@ from lrsim.modes import lookahead_schedule
 from lrsim.trace import Header, RequestRecord, TraceWriter
 
 from ..answers import extract_answer, is_correct
-from ..backends.base import Backend, StepRequest
+from ..backends.base import Backend
 from ..backends.passes import PassLog, attached
-from ..config import BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
+from ..config import AUTO, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
 from ..host.cpu import hardware_facts, resolve_dtype
 from ..verify.verifiers import Verifier
+from .ar import ar_step
+from .auto import Tuner, auto_steps
 from .closed_loop import ClosedLoop
 from .draft_worker import DraftWorker
-from .jobs import DRAFT, TARGET, AsyncSteps, Job, Lane, Steps, run_async_direct, run_direct
+from .jobs import DRAFT, TARGET, AsyncSteps, Lane, Steps, run_async_direct, run_direct
 from .lr_async import AsyncPipeline
 from .lr_sync import SyncCycle
 from .request import Committed, Request, Result
 from .rows import Rows
-from .seed import step_seed
 
 __all__ = ["BASE_MODES", "DEFAULT_SYSTEM", "LR_MODES", "MODES", "MODE_HELP", "Committed", "DecodeConfig", "Decoder",
            "Result", "ar_step", "make_header", "parse_mode"]
@@ -75,8 +78,9 @@ class Decoder:
         self.worker: DraftWorker | None = None
         if cfg.is_lr and verifier is None:
             raise InputError(f"mode {cfg.mode} needs a verifier")
-        if cfg.base == "lr-sync" and draft is None:
-            raise InputError("lr-sync needs a draft backend")
+        if cfg.draft_in_process and draft is None:
+            raise InputError(f"{cfg.base} needs a draft backend")
+        self.tuner = Tuner(cfg) if cfg.base == AUTO else None  #: auto's costs and policies
         if cfg.base == "lr-async":
             if not draft_path:
                 raise InputError("lr-async needs the draft model path (it runs in its own process)")
@@ -120,7 +124,7 @@ class Decoder:
                 run_async_direct(self._steps(req), eng, self.worker, req.index)
                 req.res.draft_s += self.worker.settle(req.index)  # its draft passes, the cancelled step's too
             else:
-                run_direct(request_steps(req), self.lanes, self.clock)
+                run_direct(self._steps(req), self.lanes, self.clock)
         res = req.res
         res.wall_s = time.perf_counter() - w0
         res.target_s += _forward_s(self.target) - fwd0[0] - res.verify_target_s  # the judge's passes are verify_s
@@ -157,6 +161,8 @@ class Decoder:
         :param done: called with each request's index and result as it ends.
         :param refs: request -> reference answer (as :meth:`run`'s ``answer_ref``).
         """
+        if self.tuner is not None and concurrency != 1:
+            raise InputError("mode auto decodes one request at a time (concurrency 1)")
         self._set_threads()
         results: dict[int, Result] = {}
 
@@ -180,19 +186,26 @@ class Decoder:
         return [results[i] for i, _ in prompts]
 
     def _steps(self, req: Request) -> Steps | AsyncSteps:
-        """The request's job generator: lr-async's pipeline (its draft time is overlapped), else
+        """The request's job generator: lr-async's pipeline (its draft time is overlapped), auto's cycles, else
         :func:`request_steps`."""
         if self.cfg.base == "lr-async":
             req.res.draft_overlapped = True
             return AsyncPipeline(req, self.worker.send).run()
+        if self.tuner is not None:
+            return auto_steps(req, self.tuner)
         return request_steps(req)
 
     def _pass_logs(self) -> dict:
         """``{model: PassLog}`` of this decoder's trace: the target, the draft (here or in the draft process), and
-        a verifier's own scoring model (the target judging reports its prompts as ``'verifier'`` itself)."""
-        if self.trace is None:
+        a verifier's own scoring model (the target judging reports its prompts as ``'verifier'`` itself).  auto's
+        cost meter reads every record too, with or without a trace."""
+        meter = self.tuner.meter if self.tuner is not None else None
+        if self.trace is None and meter is None:
             return {}
-        t0, write = self.trace.t0, self.trace.write_pass
+        t0 = self.trace.t0 if self.trace is not None else self.clock.t0
+        write = self.trace.write_pass if self.trace is not None else None
+        if meter is not None:
+            write = _tee(write, meter.record)
         lm = getattr(self.verifier, "lm", None)  # first: a model that is also the target gets the target's log
         logs = {} if lm is None else {lm: PassLog(write, "verifier", t0)}
         for be, name in ((self.target, "target"), (self.draft, "draft"), (self.worker, "draft")):
@@ -240,15 +253,16 @@ def request_steps(req: Request) -> Steps:
     return req.res.finish == "eos"
 
 
-def ar_step(req: Request, cycle: int) -> Steps:
-    """One target step (``ar``; ``sd`` with n-gram speculation inside it), committed; returns True at EOS."""
-    cfg = req.cfg
-    cap = min(cfg.max_step_tokens, req.left)
-    t = (yield Job(TARGET, [StepRequest(tuple(req.prefix()), cap, step_seed(cfg.seed, req.index, cycle, -1),
-                                        req.index)]))[0]
-    req.count_target(t)
-    req.rows.write(cycle, 0, target=t, committed="target")
-    return req.commit(t, "target")
+def _tee(write: Callable | None, also: Callable) -> Callable:
+    """A record writer that hands each record to ``also`` too (``write`` None: to ``also`` alone)."""
+    if write is None:
+        return also
+
+    def both(rec) -> None:
+        write(rec)
+        also(rec)
+
+    return both
 
 
 class _Clock:
@@ -299,6 +313,12 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
         conf["backend_info"] = backend_info
     if random_weights:
         conf["random_weights"] = random_weights
+    if cfg.base == AUTO:  # no one setting: each cycle's configuration is in its choice record
+        from .auto import candidates
+
+        conf["auto_candidates"] = [[a.mode, a.k1, a.k2] for a in candidates(cfg)]  # what lrsim replay checks
+        return Header(source="lrref", mode=cfg.base, config=conf, setting=None, models=models, backend=backend,
+                      hardware=hw, notes=notes)
     # the run in lrsim's terms (lrsim.modes.lookahead_schedule: gamma -> k1, how the verifier is called);
     # lr-async's target runs on target_threads (the draft process has the rest)
     s = lookahead_schedule(cfg.base, cfg.gamma)

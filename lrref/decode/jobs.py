@@ -48,10 +48,12 @@ DRAFT_WAIT_S = 1.0  # lr-async: the longest wait for a draft before the request 
 
 @dataclass(frozen=True)
 class Job:
-    """One batch of steps to write: ``reqs`` for the model of ``lane`` (``'target'`` or ``'draft'``)."""
+    """One batch of steps to write: ``reqs`` for the model of ``lane`` (``'target'`` or ``'draft'``), with n-gram
+    speculation ``ngram`` inside them (None: the lane's; auto's cycles give their arm's, :func:`run_direct`)."""
 
     lane: str
     reqs: Sequence[StepRequest]
+    ngram: NgramConfig | None = None
 
 
 #: what the mode units are: they yield jobs, receive each job's steps and return their own result
@@ -111,13 +113,14 @@ class Lane:
 
 
 def run_direct(steps: Steps, lanes: dict[str, Lane], clock: Clock) -> bool:
-    """Answer every job of ``steps`` with one ``generate_steps`` call of its lane; returns what ``steps`` returns."""
+    """Answer every job of ``steps`` with one ``generate_steps`` call of its lane (with the job's n-gram
+    configuration when it gives one); returns what ``steps`` returns."""
     outs: list[StepOut] | None = None
     try:
         while True:
             job = steps.send(outs)
             lane = lanes[job.lane]
-            outs = lane.backend.generate_steps(job.reqs, lane.sampling, lane.ngram, clock)
+            outs = lane.backend.generate_steps(job.reqs, lane.sampling, job.ngram or lane.ngram, clock)
     except StopIteration as stop:
         return stop.value
 

@@ -68,7 +68,7 @@ class SyncCycle:
             reqs = [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
                                 step_seed(cfg.seed, req.index, self.cycle, depth, len(n.path), b), req.index)
                     for n, b in jobs]
-            outs = yield Job(DRAFT, reqs)
+            outs = yield Job(DRAFT, reqs, cfg.draft_ngram_cfg)
             frontier = self._grow(jobs, outs, depth)
 
     def _grow(self, jobs: list[tuple[_Node, int]], outs: list[StepOut], depth: int) -> list[_Node]:
@@ -91,7 +91,7 @@ class SyncCycle:
         touts = yield Job(TARGET, [StepRequest(tuple(self.prefix + n.path), min(cfg.max_step_tokens, n.rem),
                                                step_seed(cfg.seed, req.index, self.cycle, -1, len(n.path)),
                                                req.index)
-                                   for n in tnodes])
+                                   for n in tnodes], cfg.ngram_cfg)
         for n, t in zip(tnodes, touts):
             n.target = t
             req.count_target(t)

@@ -8,7 +8,7 @@ It carries the timing of the draft and/or target step it describes.
 
 from __future__ import annotations
 
-from lrsim.trace import StepRecord, TraceWriter
+from lrsim.trace import ChoiceRecord, StepRecord, TraceWriter
 
 from ..backends.base import StepOut
 from ..verify.verifiers import Verdict
@@ -55,3 +55,8 @@ class Rows:
         """:func:`step_row` for this request, written at once (keywords as there)."""
         if self.trace is not None:
             self.trace.step(step_row(self.request, cycle, position, text=self.text, **kw))
+
+    def choice(self, rec: ChoiceRecord) -> None:
+        """auto's choice for a cycle of this request (:mod:`lrref.decode.auto`), written at once."""
+        if self.trace is not None:
+            self.trace.choice(rec)

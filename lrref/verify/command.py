@@ -17,13 +17,14 @@ from lrsim.errors import InputError, UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .verifiers import DEFAULT_VERIFIER, THRESHOLD_HELP, VERIFIERS
+    from .verifiers import INSPECT_VERIFIER, THRESHOLD_HELP, VERIFIERS
 
     p.add_argument("target_step", nargs="?", metavar="TARGET_STEP", help="the target's step")
     p.add_argument("draft_step", nargs="?", metavar="DRAFT_STEP", help="the draft's step at the same position")
     p.add_argument("--pairs", type=Path, metavar="FILE.jsonl",
                    help='pairs to verify, one JSON object a line: {"target": ..., "draft": ...[, "context": ...]}')
-    p.add_argument("--verifier", default=DEFAULT_VERIFIER, choices=VERIFIERS, help="which verifier")
+    p.add_argument("--verifier", default=INSPECT_VERIFIER, choices=VERIFIERS,
+                   help=f"which verifier (default {INSPECT_VERIFIER})")
     p.add_argument("--threshold", type=float, default=None, help=THRESHOLD_HELP)
     p.add_argument("--model", default=None, help="embedding model (embedding, math; default all-mpnet-base-v2) or "
                    "the judging model (judge, score: a GGUF file or registry name run by llama.cpp, or a transformers "

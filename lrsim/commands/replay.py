@@ -73,6 +73,10 @@ def run(a: argparse.Namespace) -> str:
 
     if a.mode == "auto":
         return run_auto(a)
+    if a.traces and not given(a, NUMBER_FLAGS + ("alpha1", "alpha2")) and a.hardware is None:
+        traces = read_traces(a.traces)
+        if any(t.header.mode == "auto" for t in traces):
+            return auto_run_report(a, traces)
     on_traces = a.hardware is not None and a.alpha1 is None  # --hardware's timing, the traces' behaviour
     if on_traces and given(a, NUMBER_FLAGS + ("alpha2",)):
         raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
@@ -104,6 +108,18 @@ def run(a: argparse.Namespace) -> str:
         write_html(a, f"lrsim replay: {p.setting.mode}, k1 = {p.setting.k1}, k2 = {p.setting.k2}",
                    format_prediction(p), figs + (hardware_figures(hw) if hw is not None else []))
     return json.dumps(p.to_dict(), indent=2, default=float) if a.json else format_prediction(p)
+
+
+def auto_run_report(a: argparse.Namespace, traces) -> str:
+    """``lrsim replay`` on lrref ``--mode auto`` traces: what the run did per configuration and its decisions
+    checked against the closed forms (:func:`lrsim.adaptive_trace.check_auto_traces`)."""
+    from ..adaptive_trace import check_auto_traces
+
+    bad = [f for f, v in (("--k1", a.k1), ("--k2", a.k2), ("--width", a.width), ("--html", a.html)) if v is not None]
+    if bad:
+        raise UsageError(f"an auto trace's configurations are its own: drop {', '.join(bad)}")
+    r = check_auto_traces(traces)
+    return json.dumps(r.to_dict(), indent=2) if a.json else r.format()
 
 
 def run_auto(a: argparse.Namespace) -> str:

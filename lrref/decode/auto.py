@@ -1,0 +1,229 @@
+"""``--mode auto``: the decoder chooses ar, sd or lr-sync(+sd) and its depth at every step boundary (issue 34).
+
+One request at a time, in the main process (lr-sync's draft beside the target).  Before each cycle (one ar/sd
+step, or one lr-sync cycle) the request's :class:`lrsim.adaptive.Policy` chooses a configuration
+(:class:`lrsim.adaptive.Arm`: ``ar``; ``sd`` with ``k2 = ngram + 1``; ``lr-sync`` with ``k1 = gamma + 1``,
+``gamma`` in ``1..auto_max_gamma``, with or without n-gram inside its steps).  The cycle runs it
+(:func:`lrref.decode.decoder.ar_step` or :class:`lrref.decode.lr_sync.SyncCycle`, on the arm's
+:class:`~lrref.config.DecodeConfig`, :func:`arm_config`) and the policy observes what the cycle showed
+(:meth:`Tuner.observe`):
+
+- step acceptance: lr-sync's verified drafts, accepted and rejected (token-identical drafts count as accepted);
+- token acceptance: the n-gram tokens the target's passes proposed and kept;
+- step lengths: the committed steps' tokens.
+
+The costs are the machine's as measured so far in this decoder (:class:`Meter`, fed every forward pass of the
+target and the draft and every verifier call):
+
+- a target pass over ``n`` positions, ``T(n) = t1 + s (n - 1)``: ``t1`` the mean one-position pass, ``s`` the
+  least-squares slope through it over the passes of up to :data:`FIT_MAX_TOKENS` positions (the batches LR and
+  n-gram passes make; a pass's cost is not linear in ``n``, and a long prefill's positions are cheaper than a
+  batch's few: :meth:`Meter.fit`);
+- a draft token ``D``: the draft's mean pass over one position;
+- a verifier call on one step pair ``V``: verifier seconds over the pairs it judged.
+
+What has not been measured yet is optimistic: ``s = 0`` (a free batch) before two distinct ``n``, ``D = 0`` and
+``V = 0`` before the first draft pass and verifier call.  So LR is tried as soon as its closed form, at the
+prior's acceptance, beats ``ar`` with what is known, and priced from then on; the first LR cycle is the cheapest,
+:data:`PROBE` (gamma 1, no n-gram), whatever the policy chose, since it only has to measure the draft, a batch and
+the verifier.  Once LR's costs are measured it is chosen again only when a Thompson draw of the acceptance makes it
+pay (:class:`lrsim.adaptive.Policy`).
+
+The costs persist across the decoder's requests (the machine does not change); each request gets a policy of its
+own, its step acceptance prior centred on what the earlier requests showed (the first on
+:data:`PRIOR_ALPHA1`), worth ``prior_weight`` verdicts.  Every choice is written to the trace as a
+:class:`lrsim.trace.ChoiceRecord` (the configuration, the estimates and the costs that chose it), before the
+cycle's rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from lrsim.adaptive import Arm, Costs, Policy, arms, speedup
+from lrsim.adaptive_sim import AutoOptions
+from lrsim.trace import ChoiceRecord, PassRecord
+
+from ..config import DEFAULT_NGRAM, DecodeConfig
+from .ar import ar_step
+from .jobs import Steps
+from .lr_sync import SyncCycle
+from .request import Request
+
+FIT_MAX_TOKENS = 64  #: passes over more positions (prefills of prompts and long steps) stay out of the target's fit
+PRIOR_ALPHA1 = 0.5  #: the first request's prior step acceptance
+PRIOR_ALPHA2 = 0.5  #: the prior token acceptance (n-gram)
+PRIOR_STEP_TOKENS = 40.0  #: the prior step length
+PROBE = Arm("sync", 2, 1)  #: what runs when the policy first chooses LR: one draft step, a batch of two rows
+
+
+def candidates(cfg: DecodeConfig) -> list[Arm]:
+    """What auto chooses among: ar, sd (``k2 = DEFAULT_NGRAM + 1``) and lr-sync with gamma ``1..auto_max_gamma``,
+    with and without n-gram inside its steps."""
+    return arms(max_gamma=cfg.auto_max_gamma, k2s=(1, DEFAULT_NGRAM + 1), modes=("sync",))
+
+
+def arm_config(cfg: DecodeConfig, arm: Arm) -> DecodeConfig:
+    """The fixed-mode configuration that runs ``arm`` (auto's other settings kept)."""
+    ngram = arm.k2 - 1
+    if arm.mode == "ar":
+        return replace(cfg, mode="sd" if ngram else "ar", ngram=ngram, gamma=1)
+    return replace(cfg, mode="lr-sync+sd" if ngram else "lr-sync", gamma=arm.k1 - 1, ngram=ngram)
+
+
+class Meter:
+    """The machine's costs as measured so far (module doc): the decoder hands it every pass record
+    (:meth:`record`, beside the trace's) and every verifier call (:meth:`verified`)."""
+
+    def __init__(self):
+        self.passes: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])  # positions -> [passes, seconds]
+        self.draft_passes, self.draft_s = 0, 0.0
+        self.verify_pairs, self.verify_s = 0, 0.0
+
+    def record(self, rec: PassRecord) -> None:
+        """One forward pass: the target's (at most :data:`FIT_MAX_TOKENS` positions) go to its fit, the draft's
+        over one position to its token cost; the verifier's own model passes are in its calls' time."""
+        if rec.engine == "target" and rec.tokens <= FIT_MAX_TOKENS:
+            cell = self.passes[rec.tokens]
+            cell[0] += 1
+            cell[1] += rec.seconds
+        elif rec.engine == "draft" and rec.tokens == 1:
+            self.draft_passes += 1
+            self.draft_s += rec.seconds
+
+    def verified(self, pairs: int, seconds: float) -> None:
+        """A verifier call judged ``pairs`` step pairs in ``seconds``."""
+        self.verify_pairs += pairs
+        self.verify_s += seconds
+
+    def fit(self) -> tuple[float, float] | None:
+        """``(t1, s)`` of ``T(n) = t1 + s (n - 1)``: ``t1`` the mean pass over one position (else the smallest ``n``
+        seen), ``s`` the least-squares slope through ``(1, t1)`` over the passes of more positions,
+        ``s = sum c (n-1) (t - t1) / sum c (n-1)^2`` (``c`` passes at mean ``t`` per distinct ``n``), never below 0;
+        ``s = 0`` before a second ``n`` (optimism); None before any pass."""
+        pts = sorted((n, c, sec / c) for n, (c, sec) in self.passes.items() if c)
+        if not pts:
+            return None
+        n0, _, t1 = pts[0]
+        t1 = t1 if n0 == 1 else t1 / n0  # no one-position pass yet: a per-position share of the smallest
+        sxx = sum(c * (n - 1) ** 2 for n, c, _ in pts[1:])
+        s = max(sum(c * (n - 1) * (t - t1) for n, c, t in pts[1:]) / sxx, 0.0) if sxx > 0 else 0.0
+        return t1, s
+
+    def costs(self, draft_sd: bool) -> Costs | None:
+        """:class:`lrsim.adaptive.Costs` as measured (optimistic where not yet: module doc); None before the
+        target's first pass."""
+        f = self.fit()
+        if f is None:
+            return None
+        t1, s = f
+        draft = self.draft_s / self.draft_passes if self.draft_passes else 0.0
+        verify = self.verify_s / self.verify_pairs if self.verify_pairs else 0.0
+        return Costs.affine(t1, s, draft, verify, draft_sd)
+
+
+@dataclass
+class _Seen:
+    """Counters of a request before a cycle (what :meth:`Tuner.observe` takes the difference of)."""
+
+    accepted: int
+    verified: int
+    drafted: int
+    kept: int
+    steps: int
+    verify_s: float
+
+
+def _seen(req: Request) -> _Seen:
+    r = req.res
+    return _Seen(r.accepted, r.verified, r.ngram_drafted, r.ngram_accepted, len(r.steps), r.verify_s)
+
+
+class Tuner:
+    """The decoder's adaptive state: the cost meter (every request) and a policy per request.
+
+    :param cfg: the auto configuration (its seed, its ``auto_max_gamma``, its other settings for every arm).
+    :param options: the policy's options (:class:`lrsim.adaptive_sim.AutoOptions`: prior weight, switch margin,
+        memory; one decision per cycle, ``dwell`` 1).
+    """
+
+    def __init__(self, cfg: DecodeConfig, options: AutoOptions | None = None):
+        self.cfg, self.options, self.meter = cfg, options or AutoOptions(), Meter()
+        self.arms = candidates(cfg)
+        self.configs = {arm: arm_config(cfg, arm) for arm in self.arms}  #: each arm's fixed-mode configuration
+        self.accepted, self.verified = 0, 0  # over finished requests: the next request's prior
+        self.policy: Policy | None = None
+        self._prior = (PRIOR_ALPHA1, 0)
+
+    def start(self, request: int) -> None:
+        """A new request: a policy of its own (module doc)."""
+        a1 = (self.accepted + 1) / (self.verified + 2) if self.verified else PRIOR_ALPHA1  # Laplace's rule
+        self.policy = None
+        self._prior = (a1, request)
+
+    def choose(self) -> tuple[Arm, ChoiceRecord]:
+        """The next cycle's configuration and its record: ``ar`` before the target's first pass (it measures the
+        target), then the request's policy's choice on the costs measured so far."""
+        costs = self.meter.costs(self.cfg.draft_ngram)
+        if costs is None:
+            return Arm("ar"), ChoiceRecord(config="ar")
+        if self.policy is None:
+            a1, request = self._prior
+            o = self.options
+            self.policy = Policy(costs, alpha1=a1, alpha2=PRIOR_ALPHA2, prior_weight=o.prior_weight,
+                                 step_tokens=PRIOR_STEP_TOKENS, candidates=self.arms, dwell=1,
+                                 seed=self.cfg.seed + request, switch_margin=o.switch_margin, memory=o.memory)
+        pol = self.policy
+        pol.costs = costs  # the latest measurements
+        arm = pol.choose()
+        if arm.mode != "ar" and not self.meter.draft_passes:  # LR before its costs are known: the cheapest probe
+            arm = PROBE
+        a1, a2 = pol.step.mean, pol.token.mean
+        t1 = costs.target_pass(1)
+        return arm, ChoiceRecord(config=arm.label, mode=arm.mode, k1=arm.k1, k2=arm.k2, alpha1=round(a1, 4),
+                                 alpha2=round(a2, 4), step_tokens=round(pol.step_tokens, 2),
+                                 speedup=round(speedup(arm, a1, a2, pol.step_tokens, costs), 4),
+                                 best=pol.best().label, target_pass_s=round(t1, 6),
+                                 target_position_s=round(costs.target_pass(2) - t1, 6),
+                                 draft_token_s=round(costs.draft_token_s, 6),
+                                 verify_pair_s=round(costs.verify_pair_s, 6))
+
+    def observe(self, req: Request, before: _Seen) -> None:
+        """What the cycle since ``before`` showed, to the request's policy and the meter."""
+        now, r = _seen(req), req.res
+        accepted, verified = now.accepted - before.accepted, now.verified - before.verified
+        if verified:  # token-identical pairs skip the verifier: the mean over all pairs is what a pair costs
+            self.meter.verified(verified, now.verify_s - before.verify_s)
+        self.accepted += accepted
+        self.verified += verified
+        if self.policy is not None:
+            self.policy.observe(accepted=accepted, rejected=verified - accepted,
+                                tokens_accepted=now.kept - before.kept, tokens_drafted=now.drafted - before.drafted,
+                                step_tokens=[len(s.ids) for s in r.steps[before.steps:]])
+
+
+def auto_steps(req: Request, tuner: Tuner) -> Steps:
+    """One request in auto mode (a job generator, :mod:`lrref.decode.jobs`): a cycle of the tuner's choice until
+    EOS or the token cap; each cycle runs on its arm's configuration (``req.cfg`` for the cycle)."""
+    auto_cfg, cycle = req.cfg, 0
+    tuner.start(req.index)
+    try:
+        while req.left > 0:
+            arm, record = tuner.choose()
+            record.request, record.cycle = req.index, cycle
+            req.rows.choice(record)
+            req.cfg = tuner.configs[arm]
+            before = _seen(req)
+            if arm.mode == "ar":
+                done = yield from ar_step(req, cycle)
+            else:
+                done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
+            tuner.observe(req, before)
+            cycle += 1
+            if done:
+                req.res.finish = "eos"
+                break
+    finally:
+        req.cfg = auto_cfg
+    return req.res.finish == "eos"
