@@ -3,8 +3,9 @@
 Times :meth:`lrsim.adaptive.Policy.choose` (a Thompson draw over every configuration: ar, token SD, lr-sync and
 lr-async up to gamma 8, each with and without token SD), with the closed forms and with the priced simulator's
 table (:class:`lrsim.adaptive_sim.SimulatedObjective`, built first on the simulator's unit costs, 50 steps a
-point), and :meth:`Policy.observe`, best and median per call over ``--calls``, in one run; the load average before
-and after and the CPU are printed.
+point), :meth:`Policy.observe`, and lrref's decision at a cycle boundary (:meth:`lrref.decode.auto.Tuner.choose`:
+the measured costs, the policy's draw and the choice record; its meter fed passes of 1-40 positions), best and
+median per call over ``--calls``, in one run; the load average before and after and the CPU are printed.
 
 Run: python benchmarks/bench_adaptive.py [--calls 2000] [--json]
 """
@@ -47,12 +48,31 @@ def main() -> None:
                                p.candidates, steps=50)
     q = Policy(p.costs, alpha1=0.7, alpha2=0.4, objective=table)
     rows = []
-    for name, fn in (("choose()", p.choose), ("choose() on the simulated objective", q.choose),
-                     ("observe()", lambda: p.observe(3, 1, 6, 12, [40]))):
+    tuner = _tuner()
+    for name, fn, n in (("Policy.choose()", p.choose, len(p.candidates)),
+                        ("Policy.choose() on the simulated objective", q.choose, len(q.candidates)),
+                        ("Policy.observe()", lambda: p.observe(3, 1, 6, 12, [40]), len(p.candidates)),
+                        ("lrref Tuner.choose()", tuner.choose, len(tuner.arms))):
         best, med = per_call(fn, args.calls)
-        rows.append({"what": f"Policy.{name} (s/call)", "measured": best, "target": TARGET_S,
-                     "ratio": TARGET_S / best, "note": f"median {med * 1e3:.3f} ms; {len(p.candidates)} configurations"})
+        rows.append({"what": f"{name} (s/call)", "measured": best, "target": TARGET_S,
+                     "ratio": TARGET_S / best, "note": f"median {med * 1e3:.3f} ms; {n} configurations"})
     report(machine(load0), rows, args.json)
+
+
+def _tuner():
+    """lrref's auto tuner (lrref.decode.auto, no model: it needs only the config) with a fed meter and a policy."""
+    from lrref.config import DecodeConfig
+    from lrref.decode.auto import Tuner
+    from lrsim.trace import PassRecord
+
+    t = Tuner(DecodeConfig(mode="auto"))
+    for n in range(1, 41):
+        t.meter.record(PassRecord(engine="target", seconds=0.03 + 0.002 * n, tokens=n))
+    t.meter.record(PassRecord(engine="draft", seconds=0.01, tokens=1))
+    t.meter.verified(4, 0.01)
+    t.start(0)
+    t.choose()  # the request's policy is made at its first choice
+    return t
 
 
 if __name__ == "__main__":
