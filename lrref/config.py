@@ -25,6 +25,7 @@ MODE_HELP = ("ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram
              "lr-async+sd; auto: the decoder chooses among ar, sd and lr-sync(+sd) and gamma at every step boundary")
 AUTO = "auto"  #: the adaptive mode (lrref.decode.auto): ar, sd and lr-sync(+sd) chosen online
 DRAFT_IN_PROCESS = ("lr-sync", AUTO)  #: modes whose draft model runs in the main process
+DRAFT_MODES = LR_MODES + (AUTO,)  #: base modes that need a draft and a verifier (auto may choose LR)
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
 MAX_AUTO_GAMMA = 8  # auto_max_gamma's bound
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -135,7 +136,7 @@ class DecodeConfig:
     @property
     def is_lr(self) -> bool:
         """A Lookahead Reasoning mode, or auto, which may choose one (needs a draft and a verifier)."""
-        return self.base in LR_MODES or self.base == AUTO
+        return self.base in DRAFT_MODES
 
     @property
     def draft_in_process(self) -> bool:

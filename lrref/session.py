@@ -30,7 +30,7 @@ from typing import Any, Literal
 from lrsim.errors import InputError, UsageError
 from lrsim.fields import option
 
-from .config import AUTO, BACKENDS, LR_MODES, DecodeConfig, parse_mode
+from .config import AUTO, BACKENDS, DRAFT_MODES, DecodeConfig, parse_mode
 
 #: SessionConfig fields that are decoding defaults: :meth:`Session.generate` and :meth:`Session.bench` take them
 #: as keywords for one call (the rest say which models load, and how)
@@ -148,7 +148,7 @@ class SessionConfig:
     @property
     def lr(self) -> bool:
         """Some mode needs a draft and a verifier (an LR mode, or auto, which may choose one)."""
-        return any(parse_mode(m)[0] in LR_MODES + (AUTO,) for m in self.modes)
+        return any(parse_mode(m)[0] in DRAFT_MODES for m in self.modes)
 
     def decode_config(self, mode: str | None = None, **options: Any) -> DecodeConfig:
         """How to decode in ``mode`` (default: the first of :attr:`modes`): this config's decoding defaults, with

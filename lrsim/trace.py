@@ -393,11 +393,19 @@ def _build(cls, obj: dict):
     return cls(**{k: v for k, v in obj.items() if k in known})
 
 
-def _check_step(rec: StepRecord) -> str | None:
-    for name in ("request", "cycle", "position"):
+def _check_ints(rec: Any, bounds: Iterable[tuple[str, int]]) -> str | None:
+    """The first of ``(field, lowest)`` whose value is not an integer at least that low, as a problem."""
+    for name, lo in bounds:
         v = getattr(rec, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            return f"field {name!r} must be an integer >= 0"
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            return f"field {name!r} must be an integer >= {lo}"
+    return None
+
+
+def _check_step(rec: StepRecord) -> str | None:
+    problem = _check_ints(rec, (("request", 0), ("cycle", 0), ("position", 0)))
+    if problem:
+        return problem
     for a, b in (("draft_start", "draft_end"), ("target_start", "target_end"), ("verify_start", "verify_end")):
         s, e = getattr(rec, a), getattr(rec, b)
         if s is not None and e is not None and e < s:
@@ -410,10 +418,9 @@ def _check_step(rec: StepRecord) -> str | None:
 def _check_pass(rec: PassRecord) -> str | None:
     if not isinstance(rec.engine, str) or not rec.engine:
         return "field 'engine' must be a name"
-    for name, lo in (("rows", 1), ("tokens", 1), ("outputs", 0)):
-        v = getattr(rec, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            return f"field {name!r} must be an integer >= {lo}"
+    problem = _check_ints(rec, (("rows", 1), ("tokens", 1), ("outputs", 0)))
+    if problem:
+        return problem
     for name in ("start", "seconds", "context"):
         v = getattr(rec, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
@@ -422,10 +429,9 @@ def _check_pass(rec: PassRecord) -> str | None:
 
 
 def _check_choice(rec: ChoiceRecord) -> str | None:
-    for name, lo in (("request", 0), ("cycle", 0), ("k1", 1), ("k2", 1)):
-        v = getattr(rec, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            return f"field {name!r} must be an integer >= {lo}"
+    problem = _check_ints(rec, (("request", 0), ("cycle", 0), ("k1", 1), ("k2", 1)))
+    if problem:
+        return problem
     if rec.mode not in SIM_MODES:
         return f"mode must be one of {', '.join(SIM_MODES)}, got {rec.mode!r}"
     return None
@@ -468,10 +474,7 @@ def read_trace(path: str | os.PathLike) -> Trace:
     if not p.is_file():
         raise TraceError(f"{p}: no such trace file")
     header: Header | None = None
-    steps: list[StepRecord] = []
-    requests: list[RequestRecord] = []
-    passes: list[PassRecord] = []
-    choices: list[ChoiceRecord] = []
+    lists: dict[str, list] = {into: [] for _, _, into in _RECORDS.values()}  # Trace field -> its records
     warnings: list[str] = []
     for n, line in iter_lines(p, warnings):
         if not line.strip():
@@ -507,10 +510,10 @@ def read_trace(path: str | os.PathLike) -> Trace:
         if problem:
             warnings.append(f"{p}:{n}: skipped {kind} record ({problem})")
         else:
-            {"steps": steps, "requests": requests, "passes": passes, "choices": choices}[into].append(rec)
+            lists[into].append(rec)
     if header is None:
         raise TraceError(warnings[-1] if warnings else f"{p}: empty trace (no header)")
-    return Trace(str(p), header, steps, requests, warnings, passes, choices)
+    return Trace(str(p), header, warnings=warnings, **lists)
 
 
 def write_trace(path: str | os.PathLike, header: Header, steps: Iterable[StepRecord],

@@ -4,9 +4,9 @@ One request at a time, in the main process (lr-sync's draft beside the target). 
 step, or one lr-sync cycle) the request's :class:`lrsim.adaptive.Policy` chooses a configuration
 (:class:`lrsim.adaptive.Arm`: ``ar``; ``sd`` with ``k2 = ngram + 1``; ``lr-sync`` with ``k1 = gamma + 1``,
 ``gamma`` in ``1..auto_max_gamma``, with or without n-gram inside its steps).  The cycle runs it
-(:func:`lrref.decode.decoder.ar_step` or :class:`lrref.decode.lr_sync.SyncCycle`, on the arm's
+(:func:`lrref.decode.cycles.request_steps` with the tuner as its hook: :meth:`Tuner.begin` sets the arm's
 :class:`~lrref.config.DecodeConfig`, :func:`arm_config`) and the policy observes what the cycle showed
-(:meth:`Tuner.observe`):
+(:meth:`Tuner.end`):
 
 - step acceptance: lr-sync's verified drafts, accepted and rejected (token-identical drafts count as accepted);
 - token acceptance: the n-gram tokens the target's passes proposed and kept;
@@ -46,9 +46,6 @@ from lrsim.adaptive_sim import AutoOptions
 from lrsim.trace import ChoiceRecord, PassRecord
 
 from ..config import DEFAULT_NGRAM, DecodeConfig
-from .ar import ar_step
-from .jobs import Steps
-from .lr_sync import SyncCycle
 from .request import Request
 
 FIT_MAX_TOKENS = 64  #: passes over more positions (prefills of prompts and long steps) stay out of the target's fit
@@ -125,7 +122,7 @@ class Meter:
 
 @dataclass
 class _Seen:
-    """Counters of a request before a cycle (what :meth:`Tuner.observe` takes the difference of)."""
+    """Counters of a request before a cycle (what :meth:`Tuner.end` takes the difference of)."""
 
     accepted: int
     verified: int
@@ -152,15 +149,23 @@ class Tuner:
         self.cfg, self.options, self.meter = cfg, options or AutoOptions(), Meter()
         self.arms = candidates(cfg)
         self.configs = {arm: arm_config(cfg, arm) for arm in self.arms}  #: each arm's fixed-mode configuration
-        self.accepted, self.verified = 0, 0  # over finished requests: the next request's prior
-        self.policy: Policy | None = None
-        self._prior = (PRIOR_ALPHA1, 0)
+        self.accepted, self.verified = 0, 0  # every cycle so far: a new request's prior
+        self.policy: Policy | None = None  # the current request's, made at its first choice with measured costs
+        self.request, self.prior_a1 = 0, PRIOR_ALPHA1
+        self._before: _Seen | None = None  # the request's counters when the running cycle began
 
-    def start(self, request: int) -> None:
-        """A new request: a policy of its own (module doc)."""
-        a1 = (self.accepted + 1) / (self.verified + 2) if self.verified else PRIOR_ALPHA1  # Laplace's rule
-        self.policy = None
-        self._prior = (a1, request)
+    def begin(self, req: Request, cycle: int) -> None:
+        """Before a cycle (:class:`lrref.decode.cycles.CycleHook`): choose, write the choice record, set
+        ``req.cfg`` to the arm's configuration.  A request's first cycle gives it a policy of its own (module
+        doc)."""
+        if cycle == 0:
+            self.request, self.policy = req.index, None
+            self.prior_a1 = (self.accepted + 1) / (self.verified + 2) if self.verified else PRIOR_ALPHA1  # Laplace
+        arm, record = self.choose()
+        record.request, record.cycle = req.index, cycle
+        req.rows.choice(record)
+        req.cfg = self.configs[arm]
+        self._before = _seen(req)
 
     def choose(self) -> tuple[Arm, ChoiceRecord]:
         """The next cycle's configuration and its record: ``ar`` before the target's first pass (it measures the
@@ -169,11 +174,10 @@ class Tuner:
         if costs is None:
             return Arm("ar"), ChoiceRecord(config="ar")
         if self.policy is None:
-            a1, request = self._prior
             o = self.options
-            self.policy = Policy(costs, alpha1=a1, alpha2=PRIOR_ALPHA2, prior_weight=o.prior_weight,
+            self.policy = Policy(costs, alpha1=self.prior_a1, alpha2=PRIOR_ALPHA2, prior_weight=o.prior_weight,
                                  step_tokens=PRIOR_STEP_TOKENS, candidates=self.arms, dwell=1,
-                                 seed=self.cfg.seed + request, switch_margin=o.switch_margin, memory=o.memory)
+                                 seed=self.cfg.seed + self.request, switch_margin=o.switch_margin, memory=o.memory)
         pol = self.policy
         pol.costs = costs  # the latest measurements
         arm = pol.choose()
@@ -189,9 +193,10 @@ class Tuner:
                                  draft_token_s=round(costs.draft_token_s, 6),
                                  verify_pair_s=round(costs.verify_pair_s, 6))
 
-    def observe(self, req: Request, before: _Seen) -> None:
-        """What the cycle since ``before`` showed, to the request's policy and the meter."""
-        now, r = _seen(req), req.res
+    def end(self, req: Request) -> None:
+        """After a cycle: what it showed since :meth:`begin`, to the request's policy and the meter; ``req.cfg``
+        back to auto's."""
+        before, now, r = self._before, _seen(req), req.res
         accepted, verified = now.accepted - before.accepted, now.verified - before.verified
         if verified:  # token-identical pairs skip the verifier: the mean over all pairs is what a pair costs
             self.meter.verified(verified, now.verify_s - before.verify_s)
@@ -201,29 +206,4 @@ class Tuner:
             self.policy.observe(accepted=accepted, rejected=verified - accepted,
                                 tokens_accepted=now.kept - before.kept, tokens_drafted=now.drafted - before.drafted,
                                 step_tokens=[len(s.ids) for s in r.steps[before.steps:]])
-
-
-def auto_steps(req: Request, tuner: Tuner) -> Steps:
-    """One request in auto mode (a job generator, :mod:`lrref.decode.jobs`): a cycle of the tuner's choice until
-    EOS or the token cap; each cycle runs on its arm's configuration (``req.cfg`` for the cycle)."""
-    auto_cfg, cycle = req.cfg, 0
-    tuner.start(req.index)
-    try:
-        while req.left > 0:
-            arm, record = tuner.choose()
-            record.request, record.cycle = req.index, cycle
-            req.rows.choice(record)
-            req.cfg = tuner.configs[arm]
-            before = _seen(req)
-            if arm.mode == "ar":
-                done = yield from ar_step(req, cycle)
-            else:
-                done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
-            tuner.observe(req, before)
-            cycle += 1
-            if done:
-                req.res.finish = "eos"
-                break
-    finally:
-        req.cfg = auto_cfg
-    return req.res.finish == "eos"
+        req.cfg = self.cfg

@@ -3,7 +3,7 @@ trace.
 
 All modes commit whole steps (:mod:`lrref.backends.steps`) and write one trace record
 per drafted candidate and per target-only step (:mod:`lrref.decode.rows`).  ``ar``/``sd``
-is one target step per cycle (:func:`lrref.decode.ar.ar_step`), ``lr-sync`` one
+is one target step per cycle (:func:`lrref.decode.cycles.ar_step`), ``lr-sync`` one
 :class:`lrref.decode.lr_sync.SyncCycle` per cycle, ``lr-async`` one :class:`lrref.decode.lr_async.AsyncPipeline`
 per request, ``auto`` one of the first two per cycle as its :class:`lrref.decode.auto.Tuner` chooses.
 All are job generators (:mod:`lrref.decode.jobs`): :meth:`Decoder.run`
@@ -33,13 +33,12 @@ from ..backends.passes import PassLog, attached
 from ..config import AUTO, BASE_MODES, DEFAULT_SYSTEM, LR_MODES, MODE_HELP, MODES, DecodeConfig, parse_mode
 from ..host.cpu import hardware_facts, resolve_dtype
 from ..verify.verifiers import Verifier
-from .ar import ar_step
-from .auto import Tuner, auto_steps
+from .auto import Tuner
 from .closed_loop import ClosedLoop
+from .cycles import ar_step, request_steps
 from .draft_worker import DraftWorker
 from .jobs import DRAFT, TARGET, AsyncSteps, Lane, Steps, run_async_direct, run_direct
 from .lr_async import AsyncPipeline
-from .lr_sync import SyncCycle
 from .request import Committed, Request, Result
 from .rows import Rows
 
@@ -186,14 +185,12 @@ class Decoder:
         return [results[i] for i, _ in prompts]
 
     def _steps(self, req: Request) -> Steps | AsyncSteps:
-        """The request's job generator: lr-async's pipeline (its draft time is overlapped), auto's cycles, else
-        :func:`request_steps`."""
+        """The request's job generator: lr-async's pipeline (its draft time is overlapped), else
+        :func:`lrref.decode.cycles.request_steps` (auto's with its tuner as the cycle hook)."""
         if self.cfg.base == "lr-async":
             req.res.draft_overlapped = True
             return AsyncPipeline(req, self.worker.send).run()
-        if self.tuner is not None:
-            return auto_steps(req, self.tuner)
-        return request_steps(req)
+        return request_steps(req, self.tuner)  # auto: the tuner sets each cycle's configuration
 
     def _pass_logs(self) -> dict:
         """``{model: PassLog}`` of this decoder's trace: the target, the draft (here or in the draft process), and
@@ -236,21 +233,6 @@ class Decoder:
                 first_step=res.first_step, text=res.text if self.cfg.log_text else None, answer=res.answer,
                 correct=res.correct))
         return res
-
-
-def request_steps(req: Request) -> Steps:
-    """ar/sd steps or lr-sync cycles until EOS or the token cap (a job generator, :mod:`lrref.decode.jobs`)."""
-    cycle = 0
-    while req.left > 0:
-        if req.cfg.base == "ar":
-            done = yield from ar_step(req, cycle)
-        else:
-            done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
-        cycle += 1
-        if done:
-            req.res.finish = "eos"
-            break
-    return req.res.finish == "eos"
 
 
 def _tee(write: Callable | None, also: Callable) -> Callable:
@@ -317,15 +299,14 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
         from .auto import candidates
 
         conf["auto_candidates"] = [[a.mode, a.k1, a.k2] for a in candidates(cfg)]  # what lrsim replay checks
-        return Header(source="lrref", mode=cfg.base, config=conf, setting=None, models=models, backend=backend,
-                      hardware=hw, notes=notes)
-    # the run in lrsim's terms (lrsim.modes.lookahead_schedule: gamma -> k1, how the verifier is called);
-    # lr-async's target runs on target_threads (the draft process has the rest)
-    s = lookahead_schedule(cfg.base, cfg.gamma)
-    setting = Setting(s.mode, s.k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if s.mode != "ar" else 1,
-                      s.verify_calls, hardware_label(cfg, gpu), cfg.concurrency, placement(cfg))
-    return Header(source="lrref", mode=cfg.base, config=conf, setting=setting.to_dict(), models=models,
-                  backend=backend, hardware=hw, notes=notes)
+        setting = None
+    else:  # the run in lrsim's terms (lrsim.modes.lookahead_schedule: gamma -> k1, how the verifier is called);
+        # lr-async's target runs on target_threads (the draft process has the rest)
+        s = lookahead_schedule(cfg.base, cfg.gamma)
+        setting = Setting(s.mode, s.k1, cfg.ngram_k + 1 if cfg.ngram_k else 1, cfg.width if s.mode != "ar" else 1,
+                          s.verify_calls, hardware_label(cfg, gpu), cfg.concurrency, placement(cfg)).to_dict()
+    return Header(source="lrref", mode=cfg.base, config=conf, setting=setting, models=models, backend=backend,
+                  hardware=hw, notes=notes)
 
 
 def placement(cfg: DecodeConfig) -> str:

@@ -1,6 +1,6 @@
 """A request's decoding as a generator of *jobs*: what it needs from the models, answered by a driver.
 
-The ar/sd step (:func:`lrref.decode.decoder.ar_step`) and the lr-sync cycle
+The ar/sd step (:func:`lrref.decode.cycles.ar_step`) and the lr-sync cycle
 (:class:`lrref.decode.lr_sync.SyncCycle`) do not call a backend themselves: they
 ``yield`` a :class:`Job` and get its steps back, in the order of its requests
 (``outs = yield Job(TARGET, reqs)``).

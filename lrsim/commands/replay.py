@@ -115,7 +115,7 @@ def auto_run_report(a: argparse.Namespace, traces) -> str:
     checked against the closed forms (:func:`lrsim.adaptive_trace.check_auto_traces`)."""
     from ..adaptive_trace import check_auto_traces
 
-    bad = [f for f, v in (("--k1", a.k1), ("--k2", a.k2), ("--width", a.width), ("--html", a.html)) if v is not None]
+    bad = given(a, ("k1", "k2", "width", "html"))
     if bad:
         raise UsageError(f"an auto trace's configurations are its own: drop {', '.join(bad)}")
     r = check_auto_traces(traces)
@@ -132,8 +132,7 @@ def run_auto(a: argparse.Namespace) -> str:
     from ..compose import behaviour_from_traces
     from ..replay import trace_hardware
 
-    bad = [f for f, v in (("--k1", a.k1), ("--k2", a.k2), ("--width", a.width), ("--html", a.html),
-                          ("--alpha1", a.alpha1)) if v is not None]
+    bad = given(a, ("k1", "k2", "width", "html", "alpha1"))
     if bad:
         raise UsageError(f"--mode auto chooses k1 and k2 from the traces' behaviour: drop {', '.join(bad)}")
     traces = read_traces(a.traces)
