@@ -71,6 +71,7 @@ class Decoder:
                  prefix_caching: bool = True):
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
+        self.t0 = trace.t0 if trace else self.clock.t0  #: the clock's origin (kept while warm_up sets trace aside)
         for be in (target, draft):  # a new run: KV another mode's requests fed is not this run's (llama.cpp)
             if be is not None and hasattr(be, "begin_run"):
                 be.begin_run()
@@ -83,8 +84,7 @@ class Decoder:
         if cfg.base == "lr-async":
             if not draft_path:
                 raise InputError("lr-async needs the draft model path (it runs in its own process)")
-            t0 = trace.t0 if trace else self.clock.t0
-            self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, t0,
+            self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, self.t0,
                                       cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
                                       pool_size=8 * cfg.concurrency, kind=draft_kind, device=cfg.draft_on,
                                       random=draft_random, prefix_caching=prefix_caching)
@@ -199,7 +199,7 @@ class Decoder:
         meter = self.tuner.meter if self.tuner is not None else None
         if self.trace is None and meter is None:
             return {}
-        t0 = self.trace.t0 if self.trace is not None else self.clock.t0
+        t0 = self.t0
         write = self.trace.write_pass if self.trace is not None else None
         if meter is not None:
             write = _tee(write, meter.record)
