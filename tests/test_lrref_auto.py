@@ -42,6 +42,22 @@ def test_auto_is_lossless_with_the_exact_verifier(tmp_path):
     assert {c.mode for c in tr.choices} == {"ar", "sync"}  # it ran both kinds of cycle
 
 
+def test_a_warm_up_measures_costs_and_writes_nothing(tmp_path):
+    # lrref bench --modes ...,auto --warmup 1: the warm-up request runs without the trace (its clock's origin kept)
+    tp = tmp_path / "auto.jsonl"
+    dec, tw = toy_decoder(tp, mode="auto", draft_temperature=0.0)
+    dec.target.seconds_per_pass = 0.01
+    try:
+        assert dec.warm_up(dec.target.encode_chat(QUESTIONS[0])) >= 0
+        assert dec.tuner.meter.costs(True).target_pass(1) > 0  # the warm-up's passes were measured
+        dec.run(0, dec.target.encode_chat(QUESTIONS[1]))
+    finally:
+        dec.close()
+        tw.close()
+    tr = read_trace(tp)
+    assert [r.request for r in tr.requests] == [0] and {c.request for c in tr.choices} == {0}
+
+
 def test_one_choice_record_per_cycle_before_its_rows(tmp_path):
     _, tr = run_auto(tmp_path)
     cycles = {(s.request, s.cycle) for s in tr.steps}

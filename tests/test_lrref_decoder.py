@@ -232,3 +232,39 @@ def test_the_target_judging_its_own_steps_is_verifier_time_not_target_time(tmp_p
         tw.close()
     assert judge.calls > 0 and res.verify_target_s == judge.calls * 1.0
     assert res.target_s == pytest.approx(0.25 * dec.target.stats.forwards)  # the target's own passes only
+
+
+class RunBackend(ToyBackend):
+    """A toy target that tells runs apart as llama.cpp's does (begin_run / resume_run), recording which run each
+    step's requests came in."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.runs, self.run, self.seen = 0, 0, []
+
+    def begin_run(self):
+        self.runs += 1
+        self.run = self.runs
+        return self.run
+
+    def resume_run(self, run):
+        self.run = run
+
+    def generate_steps(self, reqs, *a, **kw):
+        self.seen += [(self.run, r.request) for r in reqs]
+        return super().generate_steps(reqs, *a, **kw)
+
+
+def test_decoders_sharing_a_backend_each_resume_their_own_run(tmp_path):
+    # lrref bench decodes problem i in every mode in turn on one target backend: without its own run, a later mode's
+    # request i would count as the first mode's and reuse its KV with --no-prefix-caching (a bench measured that:
+    # the mode after ar skipped the prompt's prefill)
+    tgt = RunBackend("target")
+    decs = [Decoder(DecodeConfig(mode="ar", max_tokens=8, max_step_tokens=4), tgt) for _ in range(2)]
+    runs = [d.runs[tgt] for d in decs]
+    assert runs == [1, 2]
+    for i in range(2):
+        for d in decs:
+            d.run(i, tgt.encode_chat("a question"))
+    order = list(dict.fromkeys(tgt.seen))  # (run, request) of every step, first appearances in order
+    assert order == [(runs[0], 0), (runs[1], 0), (runs[0], 1), (runs[1], 1)]

@@ -127,9 +127,18 @@ def test_without_prefix_caching_a_request_reuses_only_its_own_kv(tiny):
         cold.generate_steps([StepRequest(tuple(p), 4, request=1), StepRequest(tuple(p), 4, request=1)], Sampling())
         assert cold.stats.reused_tokens - r0 >= 2 * (len(p) - 1)  # its own KV: reused by both rows
         r1 = cold.stats.reused_tokens
+        first = cold.run
         cold.begin_run()  # the next mode of a bench: its request 1 is another request, whatever its index
         cold.generate_steps([StepRequest(tuple(p), 4, request=1)], Sampling())
         assert cold.stats.reused_tokens == r1
+        # bench decodes problem 1 in every mode in turn: each decoder resumes its own run, and a third mode's
+        # request 1 prefills again while the first mode's still finds its own KV
+        third = cold.begin_run()
+        cold.generate_steps([StepRequest(tuple(p), 4, request=1)], Sampling())
+        assert cold.stats.reused_tokens == r1 and third == cold.run
+        cold.resume_run(first)
+        cold.generate_steps([StepRequest(tuple(p), 4, request=1)], Sampling())
+        assert cold.stats.reused_tokens - r1 >= len(p) - 1
     finally:
         cold.close()
     warm = LlamaCppBackend(path, threads=1, slots=4)

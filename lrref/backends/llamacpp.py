@@ -208,6 +208,7 @@ class LlamaCppBackend:
         self.threads, self.n_slots, self.n_batch, self.flash_attn = threads, slots, n_batch, flash_attn
         self.prefix_caching = prefix_caching  #: reuse KV across requests (a shared system prompt, ...)
         self.run = 0  #: which run (a decoder: one mode of a bench) the requests belong to (:meth:`begin_run`)
+        self._runs = 0  #: runs begun so far
         self.stats = BackendStats()
         self.ctx = None
         self._handles = self._tick = 0
@@ -287,10 +288,18 @@ class LlamaCppBackend:
         row.slot, row.pending, row.cached_tokens = dst, ids[c:], c
         self.stats.reused_tokens += c
 
-    def begin_run(self) -> None:
+    def begin_run(self) -> int:
         """A new run starts (one mode of ``lrref bench``): without prefix caching, KV its requests fed before
-        belongs to another run (request indices start at 0 in every mode, so they alone would match)."""
-        self.run += 1
+        belongs to another run (request indices start at 0 in every mode, so they alone would match).  Returns
+        the run's id, for :meth:`resume_run`."""
+        self._runs += 1
+        self.run = self._runs
+        return self.run
+
+    def resume_run(self, run: int) -> None:
+        """The coming requests belong to ``run`` (from :meth:`begin_run`): ``lrref bench`` decodes each problem
+        in every mode in turn on the same backend, so each mode's decoder says whose requests come next."""
+        self.run = run
 
     def release(self, slot: _Slot) -> None:
         """The row is done: its slot keeps the KV of ``slot.ids`` for later prefixes."""

@@ -72,9 +72,8 @@ class Decoder:
         self.cfg, self.target, self.draft, self.verifier, self.trace = cfg, target, draft, verifier, trace
         self.clock = trace.now if trace else _Clock()
         self.t0 = trace.t0 if trace else self.clock.t0  #: the clock's origin (kept while warm_up sets trace aside)
-        for be in (target, draft):  # a new run: KV another mode's requests fed is not this run's (llama.cpp)
-            if be is not None and hasattr(be, "begin_run"):
-                be.begin_run()
+        self.runs: dict = {}  #: backend -> this decoder's run on it (llama.cpp: another mode's KV is not ours)
+        self._begin_runs()
         self.worker: DraftWorker | None = None
         if cfg.is_lr and verifier is None:
             raise InputError(f"mode {cfg.mode} needs a verifier")
@@ -95,11 +94,20 @@ class Decoder:
             self.worker.close()
             self.worker = None
 
+    def _begin_runs(self) -> None:
+        """A new run on every in-process backend that tells runs apart (llama.cpp's ``begin_run``)."""
+        self.runs = {be: be.begin_run() for be in (self.target, self.draft)
+                     if be is not None and hasattr(be, "begin_run")}
+
     def _set_threads(self) -> None:
-        """Every in-process model computes on the main process's threads of this mode (``cfg.main_threads``)."""
+        """Before decoding: every in-process model computes on the main process's threads of this mode
+        (``cfg.main_threads``), and the backends the modes share count the coming requests as this decoder's run
+        (without prefix caching, problem i of another mode is another request)."""
         for be in (self.target, self.draft):
             if be is not None:
                 be.set_threads(self.cfg.main_threads)
+        for be, run in self.runs.items():
+            be.resume_run(run)
 
     @property
     def lanes(self) -> dict[str, Lane]:
@@ -141,9 +149,7 @@ class Decoder:
             self.run(request, prompt_ids)
         finally:
             self.trace = trace
-        for be in (self.target, self.draft):
-            if be is not None and hasattr(be, "begin_run"):
-                be.begin_run()
+        self._begin_runs()
         return time.perf_counter() - t0
 
     def run_many(self, prompts: Sequence[tuple[int, Sequence[int]]], concurrency: int,

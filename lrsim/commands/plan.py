@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..format import format_plan
 from . import HELP
 from .common import (
@@ -104,8 +104,12 @@ def _rate(a: argparse.Namespace) -> str:
             setattr(a, k, v)
     if isinstance(a.prompt_tokens, int):  # plan's --prompt-tokens is one number (the behaviour group's)
         a.prompt_tokens = Constant(a.prompt_tokens)
+    modes = parse_modes(a.modes)
+    if "auto" in modes:
+        raise InputError("plan --rate searches fixed configurations; run auto beside them with lrsim serve --modes "
+                         "ar,lr-async,auto")
     cfg = build_config(a, decode, hw, traces)
-    lp = load_plan(cfg, list(parse_rates(a.rate)), parse_modes(a.modes), a.k1_max or 5, a.k2_max, a.budget,
+    lp = load_plan(cfg, list(parse_rates(a.rate)), modes, a.k1_max or 5, a.k2_max, a.budget,
                    a.workers, a.scheduler, progress=not a.no_progress)
     return json.dumps(lp.to_dict(), indent=1, default=float) if a.json else format_load_plan(lp)
 

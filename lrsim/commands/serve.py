@@ -66,7 +66,9 @@ def add_parser(sub) -> None:
     add_load_args(p, plan=False)
     add_hardware_args(p, verifier=False)  # --verifier-latency is the decoding group's
     g = p.add_argument_group("workload sources and output")
-    g.add_argument("--modes", help="comma list of ar, sd, lr-sync, lr-async (default ar,lr-async)")
+    g.add_argument("--modes", help="comma list of ar, sd, lr-sync, lr-async, auto (each request's configuration "
+                                   "chosen at its arrival from the load it meets: ar/sd or lr-async with depth up to "
+                                   "--k1; lrsim.serve.auto) (default ar,lr-async)")
     g.add_argument("--mode", dest="sim_mode", type=choice(SIM_MODES),
                    help="one mode in lrsim simulate's and the trace header's terms instead of --modes: ar (sd when "
                         "k2 > 1), sync, async")

@@ -26,6 +26,7 @@ Modules, one concern each:
 - :mod:`.crossover`   the rate above which a speculative mode stops beating ar
 - :mod:`.plan`        the best (mode, k1, k2) per load and a vLLM-style policy table
 - :mod:`.calibration` decoding settings and request lengths from lr-traces
+- :mod:`.auto`        ``--modes auto``: each request's configuration chosen when it arrives, at the load it meets
 - :mod:`.report`      text table, JSON rows, figure
 - :mod:`.command`     ``lrsim serve``'s arguments to a run
 """

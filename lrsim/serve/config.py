@@ -21,7 +21,8 @@ from ..fields import option
 from ..modes import DECODE_MODES, SIM_MODE
 from ..sim import SimConfig
 
-SERVE_MODES = DECODE_MODES  #: target only, token SD, LR Algorithm 1, pipelined LR (lrsim.modes)
+SERVE_MODES = DECODE_MODES + ("auto",)  #: target only, token SD, LR Algorithm 1, pipelined LR; auto: chosen per request
+AUTO_BASE = "lr-async"  #: the mode whose engines, pricing and deepest k1 an auto run uses (lrsim.serve.auto)
 ARRIVALS = ("poisson", "gamma")
 MAX_NUM_SEQS = 128  # vllm SchedulerConfig.DEFAULT_MAX_NUM_SEQS
 MAX_NUM_BATCHED_TOKENS = 2048  # vllm SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -128,9 +129,12 @@ def check_mode(mode: str) -> str:
 
 
 def mode_config(cfg: ServeConfig, mode: str, seed: int = 0) -> SimConfig:
-    """The per-request :class:`SimConfig` of ``mode`` (``ar``: k1 = k2 = 1; ``sd``: k1 = 1, the given k2 >= 2)."""
+    """The per-request :class:`SimConfig` of ``mode`` (``ar``: k1 = k2 = 1; ``sd``: k1 = 1, the given k2 >= 2;
+    ``auto``: lr-async's, the deepest configuration it may choose, :mod:`lrsim.serve.auto`)."""
     sim = cfg.decode
     check_mode(mode)
+    if mode == "auto":
+        return mode_config(cfg, AUTO_BASE, seed)
     if mode == "sd" and sim.k2 < 2:
         raise InputError("mode sd (token-level SD) needs k2 >= 2")
     k1 = 1 if mode in ("ar", "sd") else sim.k1

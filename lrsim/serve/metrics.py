@@ -113,6 +113,9 @@ def run_metrics(out: RunOutcome, cfg: ServeConfig) -> dict:
     m["little_rate_x_e2e"] = rate * m["e2e_mean"]
     m["request_rate"] = _observed_rate(arr)  # arrivals per second in the window (closed loop: an outcome)
     m["warmup_covers_sojourn"] = float(t0 - float(r["arrival"].min()) >= m["e2e_mean"])  # steady by the window?
+    k1 = r["k1"][keep]
+    m["lr_share"] = float((k1 > 1).mean())  # requests that ran LR (auto: the chooser's; fixed modes: 0 or 1)
+    m["k1_mean"] = float(k1.mean())
     return m | _engine_metrics(out, r, span)
 
 
@@ -140,7 +143,7 @@ def _engine_metrics(out: RunOutcome, r: dict, span: float) -> dict:
 
 
 #: metrics that are shares of something, in [0, 1]; every other metric is a time, a rate or a count, >= 0
-SHARES = ("slo_attainment", "warmup_covers_sojourn", "target_utilisation", "draft_utilisation",
+SHARES = ("slo_attainment", "warmup_covers_sojourn", "lr_share", "target_utilisation", "draft_utilisation",
           "wasted_target_tokens", "wasted_target_iterations", "acceptance_rate")
 
 

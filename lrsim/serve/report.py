@@ -15,7 +15,7 @@ from .crossover import describe
 
 PANELS = (("tpot_mean", "mean time per output token (ms)", 1000.0), ("e2e_p50", "median end-to-end latency (s)", 1.0),
           ("goodput", "goodput (requests/s meeting the SLO)", 1.0))
-COLORS = {"ar": "#4c78a8", "sd": "#f58518", "lr-sync": "#54a24b", "lr-async": "#e45756"}
+COLORS = {"ar": "#4c78a8", "sd": "#f58518", "lr-sync": "#54a24b", "lr-async": "#e45756", "auto": "#b279a2"}
 
 
 def serve_title(cfg, key: str) -> str:
@@ -62,6 +62,10 @@ def format_rows(rows: Sequence[dict], crosses: Sequence[dict], title: str) -> st
                      f"{_ci(r, 'ttft_mean'):>20s}  {_ci(r, 'e2e_p50'):>20s}  {r['e2e_p99']:>9.3g}  "
                      f"{r['throughput']:>8.4g}  {good:>8s}  {r['running_mean']:>6.1f}  "
                      f"{r['wasted_target_tokens']:>5.2f}")
+    auto = [r for r in rows if r["mode"] == "auto"]
+    if auto:
+        lines.append("auto: requests that ran lr-async (the rest ar), mean depth k1: " + ", ".join(
+            f"{_load_text(r)} {100 * r['lr_share']:.0f}% k1 {r['k1_mean']:.2f}" for r in auto))
     short = sorted({f"{r['mode']}@{_load_text(r)}" for r in rows
                     if load(r) is not None and (r.get("warmup_covers_sojourn") or 0) < 1})
     if short:

@@ -49,9 +49,11 @@ class World:
     admission: Admission
     done: list  #: a record (:data:`RECORD`) per finished request, in order of finishing
     colocated: str = "none"  #: roles on the target's device (:attr:`lrsim.sim.SimConfig.colocated`)
+    chooser: object | None = None  #: ``--modes auto``: :class:`lrsim.serve.auto.Chooser`, told of each finished request
 
 
-RECORD = ("arrival", "admitted", "first_token", "end", "prompt", "output", "accepted", "decisive", "steps", "seed")
+RECORD = ("arrival", "admitted", "first_token", "end", "prompt", "output", "accepted", "decisive", "steps", "seed",
+          "k1")
 
 
 class Served:
@@ -143,12 +145,14 @@ class Served:
         self.t_end = env.now
         world.admission.leave(self.need)
         world.done.append(self.record())
+        if world.chooser is not None:
+            world.chooser.done(self)
 
     def record(self) -> tuple:
         """What the run keeps of a finished request (the request itself, with its streams, is let go)."""
         s = self.spec
         return (s.arrival, self.t_admit, self.t_first, self.t_end, s.prompt, s.output, self.accepted,
-                self.decisive, self.out, s.seed)
+                self.decisive, self.out, s.seed, self.cfg.k1 if self.cfg.mode != "ar" else 1)
 
 
 class ServedAr(Served, ArRun):

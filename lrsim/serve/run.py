@@ -82,13 +82,21 @@ def build_world(cfg: ServeConfig, mode: str) -> tuple[World, object]:
     return World(env, cfg, target, drafter, Verifier(env, cfg.verifier_slots), adm, [], sim.colocated), sim
 
 
+def _settings(world: World, sim, spec: RequestSpec):
+    """A request's per-request settings: the run's, or (``--modes auto``) the chooser's at its arrival."""
+    chosen = world.chooser.choose() if world.chooser is not None else sim
+    return replace(chosen, seed=spec.seed)
+
+
 def _arrivals(world: World, specs: list[RequestSpec], sim):
     """SimPy process: start each request's life at its arrival time."""
     env = world.env
     for spec in specs:
         if spec.arrival > env.now:
             yield env.timeout(spec.arrival - env.now)
-        req = make_request(spec, world, replace(sim, seed=spec.seed))
+        req = make_request(spec, world, _settings(world, sim, spec))
+        if world.chooser is not None:
+            world.chooser.track(req)
         env.process(req.lifecycle())
 
 
@@ -98,7 +106,9 @@ def _clients(world: World, specs: list[RequestSpec], sim, n: int) -> None:
 
     def client():
         for spec in todo:  # shared: the next request goes to whichever client is free first
-            req = make_request(replace(spec, arrival=env.now), world, replace(sim, seed=spec.seed))
+            req = make_request(replace(spec, arrival=env.now), world, _settings(world, sim, spec))
+            if world.chooser is not None:
+                world.chooser.track(req)
             yield env.process(req.lifecycle())
 
     for _ in range(n):
@@ -121,6 +131,11 @@ def run_once(cfg: ServeConfig, mode: str, rate: float | None, replication: int) 
     specs = make_requests(cfg, rate, replication)
     check_fits(cfg, mode, specs)
     world, sim = build_world(cfg, mode)
+    if mode == "auto":
+        from .auto import Chooser
+
+        world.chooser = Chooser(sim, world, world.target.price, world.drafter.price if world.drafter else None,
+                                seed=cfg.seed * 1000 + replication)
     wall = time.perf_counter()
     if cfg.concurrency is not None and rate is None and cfg.trace_arrivals is None:
         _clients(world, specs, sim, cfg.concurrency)
@@ -130,7 +145,12 @@ def run_once(cfg: ServeConfig, mode: str, rate: float | None, replication: int) 
     wall = time.perf_counter() - wall
     if len(world.done) != len(specs):
         raise RuntimeError(f"{len(specs) - len(world.done)} request(s) never finished")  # a bug, not bad input
-    return _outcome(world, mode, rate, replication, sim, events, wall)
+    out = _outcome(world, mode, rate, replication, sim, events, wall)
+    if world.chooser is not None:
+        from .auto import summary
+
+        out.notes.append({"auto_choices": summary(world.chooser.chosen)})
+    return out
 
 
 def _outcome(world: World, mode: str, rate, replication: int, sim, events: int, wall: float) -> RunOutcome:
