@@ -18,6 +18,7 @@ TRACE_MODES = {"ar": "ar", "sync": "lr-sync", "async": "lr-async"}  #: simulator
 COLOCATED = ("none", "draft", "verifier", "draft+verifier")  #: roles that share the target's device, taking turns
 
 DECODE_MODES = ("ar", "sd", "lr-sync", "lr-async")  #: target only, token SD, LR Algorithm 1, pipelined LR
+SERVE_MODES = DECODE_MODES + ("auto",)  #: lrsim serve's: the decoding modes, and auto (chosen per request)
 LR_DECODE_MODES = ("lr-sync", "lr-async")  #: decoding modes that need a draft and a verifier
 NGRAM_SUFFIX = "+sd"  #: appended to an LR mode: n-gram (prompt lookup) speculation inside its steps
 ALL_DECODE_MODES = ("ar", "sd", "lr-sync", "lr-sync+sd", "lr-async", "lr-async+sd")  #: every mode, canonical names

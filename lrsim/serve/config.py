@@ -18,10 +18,9 @@ from ..cost.hardware import HardwareSpec
 from ..dists import Constant, Dist
 from ..errors import InputError
 from ..fields import option
-from ..modes import DECODE_MODES, SIM_MODE
+from ..modes import SERVE_MODES, SIM_MODE
 from ..sim import SimConfig
 
-SERVE_MODES = DECODE_MODES + ("auto",)  #: target only, token SD, LR Algorithm 1, pipelined LR; auto: chosen per request
 AUTO_BASE = "lr-async"  #: the mode whose engines, pricing and deepest k1 an auto run uses (lrsim.serve.auto)
 ARRIVALS = ("poisson", "gamma")
 MAX_NUM_SEQS = 128  # vllm SchedulerConfig.DEFAULT_MAX_NUM_SEQS
