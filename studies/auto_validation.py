@@ -28,15 +28,15 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from common import FIGURES, gzip_copy, paired_speedup, staged, trace_of, traces_of, with_ci
+from common import FIGURES, gzip_copy, paired_speedup, per_request, staged, trace_of, traces_of, with_ci
 
 from lrsim.adaptive_trace import check_auto_traces
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, OneLineParser, run_command
+from lrsim.modes import DECODE_MODES as FIXED
 from lrsim.trace import read_trace
 
 BAR = 0.95  #: auto's tokens/s over the best fixed mode's (issue 34 item 4a)
-FIXED = ("ar", "sd", "lr-sync", "lr-async")
 KEEP = ("results.json", "results.csv", "provenance.txt", "log.txt")  #: copied by --pack besides the traces
 
 
@@ -79,10 +79,10 @@ def report_rows(results: dict, traces: dict, reps: int) -> tuple[list[dict], dic
         q, qlo, qhi, _ = paired_speedup(traces["auto"], t, rng, reps)
         r = by[mode]
         fresh = [x.seconds for x in t.passes if x.engine == "target" and x.context == 0 and x.tokens > 1]
-        wall = sum(q.end - q.start for q in t.requests)
+        tokens, wall = np.array(list(per_request(t).values()), dtype=float).sum(0)
         rows.append({"mode": mode, "n": n, "tokens_per_s": r["tokens_per_s"], "speedup": s, "speedup_ci95": [lo, hi],
                      "prompt_prefills": len(fresh), "prompt_prefill_s": sum(fresh),
-                     "tokens_per_s_without_prefill": sum(q.output_tokens for q in t.requests) / (wall - sum(fresh)),
+                     "tokens_per_s_without_prefill": float(tokens / (wall - sum(fresh))),
                      "auto_over": q, "auto_over_ci95": [qlo, qhi], "accuracy": r["accuracy"],
                      "accuracy_ci95": r["accuracy_ci95"], "lost_vs_ar": r.get("lost_vs_ar"),
                      "gained_vs_ar": r.get("gained_vs_ar"), "p_vs_ar": r.get("p_vs_ar"),

@@ -103,7 +103,7 @@ class Chooser:
                              step_tokens=float(sim.step_tokens.mean), candidates=candidates(sim), seed=seed)
         a2 = min(max(sim.alpha2, 1e-3), 1 - 1e-3)
         self.policy.token.a, self.policy.token.b = a2 * 1e6, (1 - a2) * 1e6  # a2 known: draws stay at it
-        self.chosen: list[Arm] = []
+        self.prior = Beta.prior(PRIOR_ALPHA1, PRIOR_WEIGHT)
         self.live: set = set()  #: requests chosen and not finished (arrived at this instant, queued, running)
         self.verdicts = [0, 0]  #: accepted and decisive verdicts of the finished requests
 
@@ -126,13 +126,10 @@ class Chooser:
         (finished and running requests), the costs at the load now, a Thompson draw."""
         acc = self.verdicts[0] + sum(r.accepted for r in self.live)
         dec = self.verdicts[1] + sum(r.decisive for r in self.live)
-        prior = Beta.prior(PRIOR_ALPHA1, PRIOR_WEIGHT)
-        self.policy.step = Beta(prior.a + acc, prior.b + dec - acc)
+        self.policy.step = Beta(self.prior.a + acc, self.prior.b + dec - acc)
         self.policy.costs = load_costs(self.target, self.draft, self.load(), self.context, self.verify_s,
                                        self.sim.draft_sd, self.max_rows, self.sim.k2)
-        arm = self.policy.choose()
-        self.chosen.append(arm)
-        return config_of(self.sim, arm)
+        return config_of(self.sim, self.policy.choose())
 
     def track(self, request) -> None:
         """``request`` (a :class:`lrsim.serve.request.Served`) now runs the configuration just chosen."""
@@ -145,13 +142,4 @@ class Chooser:
         self.verdicts[1] += request.decisive
 
 
-def summary(chosen: list[Arm]) -> dict[str, float]:
-    """Shares of requests per configuration label, e.g. ``{'ar': 0.4, 'lr-async gamma=3': 0.6}``."""
-    n = len(chosen) or 1
-    out: dict[str, float] = {}
-    for arm in chosen:
-        out[arm.label] = out.get(arm.label, 0.0) + 1 / n
-    return out
-
-
-__all__ = ["Chooser", "candidates", "config_of", "load_costs", "summary"]
+__all__ = ["Chooser", "candidates", "config_of", "load_costs"]

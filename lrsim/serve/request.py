@@ -32,7 +32,7 @@ from ..sim.sched_sync import SyncRun
 from ..sim.servers import PENDING, RUNNING
 from ..sim.workload import Workload
 from .admission import Admission
-from .config import RequestSpec, ServeConfig, kv_footprint
+from .config import RequestSpec, ServeConfig, kv_footprint, target_rows
 from .engine import BatchEngine, Row
 from .verifier import Verifier
 
@@ -152,7 +152,7 @@ class Served:
         """What the run keeps of a finished request (the request itself, with its streams, is let go)."""
         s = self.spec
         return (s.arrival, self.t_admit, self.t_first, self.t_end, s.prompt, s.output, self.accepted,
-                self.decisive, self.out, s.seed, self.cfg.k1 if self.cfg.mode != "ar" else 1)
+                self.decisive, self.out, s.seed, target_rows(self.cfg))
 
 
 class ServedAr(Served, ArRun):

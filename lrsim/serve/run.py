@@ -82,10 +82,14 @@ def build_world(cfg: ServeConfig, mode: str) -> tuple[World, object]:
     return World(env, cfg, target, drafter, Verifier(env, cfg.verifier_slots), adm, [], sim.colocated), sim
 
 
-def _settings(world: World, sim, spec: RequestSpec):
-    """A request's per-request settings: the run's, or (``--modes auto``) the chooser's at its arrival."""
-    chosen = world.chooser.choose() if world.chooser is not None else sim
-    return replace(chosen, seed=spec.seed)
+def _start(world: World, spec: RequestSpec, sim):
+    """A request arriving now: the run's per-request settings, or (``--modes auto``) the chooser's, which then
+    follows it."""
+    if world.chooser is None:
+        return make_request(spec, world, replace(sim, seed=spec.seed))
+    req = make_request(spec, world, replace(world.chooser.choose(), seed=spec.seed))
+    world.chooser.track(req)
+    return req
 
 
 def _arrivals(world: World, specs: list[RequestSpec], sim):
@@ -94,10 +98,7 @@ def _arrivals(world: World, specs: list[RequestSpec], sim):
     for spec in specs:
         if spec.arrival > env.now:
             yield env.timeout(spec.arrival - env.now)
-        req = make_request(spec, world, _settings(world, sim, spec))
-        if world.chooser is not None:
-            world.chooser.track(req)
-        env.process(req.lifecycle())
+        env.process(_start(world, spec, sim).lifecycle())
 
 
 def _clients(world: World, specs: list[RequestSpec], sim, n: int) -> None:
@@ -106,10 +107,7 @@ def _clients(world: World, specs: list[RequestSpec], sim, n: int) -> None:
 
     def client():
         for spec in todo:  # shared: the next request goes to whichever client is free first
-            req = make_request(replace(spec, arrival=env.now), world, _settings(world, sim, spec))
-            if world.chooser is not None:
-                world.chooser.track(req)
-            yield env.process(req.lifecycle())
+            yield env.process(_start(world, replace(spec, arrival=env.now), sim).lifecycle())
 
     for _ in range(n):
         env.process(client())
@@ -145,12 +143,7 @@ def run_once(cfg: ServeConfig, mode: str, rate: float | None, replication: int) 
     wall = time.perf_counter() - wall
     if len(world.done) != len(specs):
         raise RuntimeError(f"{len(specs) - len(world.done)} request(s) never finished")  # a bug, not bad input
-    out = _outcome(world, mode, rate, replication, sim, events, wall)
-    if world.chooser is not None:
-        from .auto import summary
-
-        out.notes.append({"auto_choices": summary(world.chooser.chosen)})
-    return out
+    return _outcome(world, mode, rate, replication, sim, events, wall)
 
 
 def _outcome(world: World, mode: str, rate, replication: int, sim, events: int, wall: float) -> RunOutcome:
