@@ -6,15 +6,22 @@ import platform
 
 
 def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``)."""
+    """The CPU's model name with its family and model numbers (``/proc/cpuinfo``: "AMD EPYC" names several
+    generations), else ``platform.processor()``."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+                k, _, v = line.partition(":")
+                info.setdefault(k.strip(), v.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    if "model name" not in info:
+        return platform.processor() or platform.machine()
+    fam = f" (family {info['cpu family']} model {info['model']})" if "cpu family" in info and "model" in info else ""
+    return info["model name"] + fam
 
 
 def machine(load0: tuple[float, float, float], **extra) -> dict:

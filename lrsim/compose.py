@@ -255,6 +255,7 @@ class Outcome:
     base_spt: float  #: target-only seconds per output token on the ``ar`` setup
     run: object  #: the mode's :class:`lrsim.sim.SimResult`
     own_baseline: bool  #: the speedup is the run's built-in baseline (the mode runs on ar's setup)
+    config: SimConfig | None = None  #: what was simulated (its pass costs hold the passes they priced)
 
 
 #: inside plan(): its runs by (behaviour, hardware, setting, seed, correlation), continued rather than started over
@@ -288,7 +289,7 @@ def run(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, seed: int,
     r = _simulated(cfg, (b, id(hw), setting.mode, setting.k1, setting.k2, setting.width, seed, correlation))
     spt = r.sim_time / r.output_tokens
     if hw.same_setup(setting.mode, "ar") and cfg.prefill == "none":  # the run's own baseline: same costs, no prefill
-        return Outcome(float(r.speedup), spt, spt * r.speedup, r, True)
+        return Outcome(float(r.speedup), spt, spt * r.speedup, r, True, cfg)
     key = ("baseline", steps, seed, id(b))
     if memo is None or key not in memo:
         base = simulate(sim_config(b, hw, Setting("ar", 1, 1), steps, seed))
@@ -296,7 +297,7 @@ def run(b: Behaviour, hw: HardwareSpec, setting: Setting, steps: int, seed: int,
         if memo is not None:
             memo[key] = spt_ar
     spt_ar = memo[key] if memo is not None else spt_ar
-    return Outcome(spt_ar / spt, spt, spt_ar, r, False)
+    return Outcome(spt_ar / spt, spt, spt_ar, r, False, cfg)
 
 
 def notes(b: Behaviour, hw: HardwareSpec, mode: str) -> list[str]:
@@ -354,7 +355,33 @@ def predict(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, setting: S
     where = hw.name + (entry[entry.index("@"):] if "@" in entry else "")  # the profile, and the mode's setup
     return Prediction(replace(setting, hardware=where), float(out.speedup), ci,
                       1 / out.spt, 1 / out.base_spt, closed_form(b, hw, setting), b.alpha1, b.alpha2, c1, reps,
-                      notes(b, hw, setting.mode) + (arch_notes(traces, hw) if traces and not retime else []))
+                      notes(b, hw, setting.mode) + (arch_notes(traces, hw) if traces and not retime else [])
+                      + coverage_notes(hw, out.config))
+
+
+def coverage_notes(hw: HardwareSpec, cfg: SimConfig | None) -> list[str]:
+    """Where the simulation priced passes the pass records behind a calibrated profile do not cover: sizes (rows x
+    positions, all rows) below or above what any pass fed, or inside a range no pass fed (the fit's interpolation).
+    Empty for a profile without coverage (measured, modelled, or from steps)."""
+    extra = hw.loaded.provenance.extra if hw.loaded.provenance is not None else None
+    cov = (extra or {}).get("coverage") or {}
+    out = []
+    for role, cost in (("target", getattr(cfg, "target_latency", None)), ("draft", getattr(cfg, "draft_latency", None))):
+        c = cov.get(getattr(cost, "arch", None))
+        if not c:
+            continue
+        lo, hi = c["tokens"]
+        sizes = sorted({max(1, round(r * q)) for _, r, q in getattr(cost, "_cache", {})})
+        above = [n for n in sizes if n > hi]
+        inside = [n for n in sizes if any(g0 <= n <= g1 for g0, g1 in c.get("gaps", ()))]
+        if above:
+            out.append(f"{role} passes of up to {above[-1]} positions priced above the largest recorded ({hi}): the "
+                       "fit's last slope extrapolates them")
+        if inside:
+            ranges = ", ".join(f"{g0}-{g1}" for g0, g1 in c["gaps"])
+            out.append(f"{role} passes of {inside[0]}-{inside[-1]} positions priced where no pass was recorded "
+                       f"({ranges}): the fit interpolates them")
+    return out
 
 
 def _bootstrap(traces: list[Trace], hw: HardwareSpec, setting: Setting, steps: int, seed: int, n: int,
@@ -382,7 +409,9 @@ def _bootstrap(traces: list[Trace], hw: HardwareSpec, setting: Setting, steps: i
 
 
 def resample_blocks(traces: Sequence[Trace], rng: np.random.Generator) -> list[Trace]:
-    """Each trace with its (request, cycle) blocks drawn with replacement (renumbered cycles)."""
+    """Each trace with its (request, cycle) blocks drawn with replacement (renumbered cycles), and its pass
+    records by request, drawn with replacement apart from the steps (a pass fit's uncertainty: which passes a
+    small recording happened to hold); passes of no request (a verifier's) are kept."""
     out = []
     for t in traces:
         blocks: dict[tuple[int, int], list] = {}
@@ -394,8 +423,31 @@ def resample_blocks(traces: Sequence[Trace], rng: np.random.Generator) -> list[T
             continue
         steps = [replace(s, cycle=i) for i, k in enumerate(rng.integers(0, len(keys), len(keys)))
                  for s in blocks[keys[k]]]
-        out.append(replace(t, steps=steps, warnings=[]))
+        out.append(replace(t, steps=steps, passes=_resample_passes(t.passes, rng), warnings=[]))
     return out
+
+
+def only_requests(trace: Trace, requests) -> Trace:
+    """The trace cut down to ``requests`` (request indices): their steps, request records, passes and choices;
+    passes of no request (a verifier's) are kept only when some step is."""
+    keep = set(requests)
+    steps = [s for s in trace.steps if s.request in keep]
+    passes = [p for p in trace.passes if (p.requests[0] in keep if p.requests else bool(steps))]
+    return replace(trace, steps=steps, requests=[r for r in trace.requests if r.request in keep], passes=passes,
+                   choices=[c for c in trace.choices if c.request in keep], warnings=[])
+
+
+def _resample_passes(passes: Sequence, rng: np.random.Generator) -> list:
+    """Pass records drawn by request (the first request a pass served) with replacement."""
+    by: dict[int, list] = {}
+    kept = []
+    for p in passes:
+        if p.requests:
+            by.setdefault(p.requests[0], []).append(p)
+        else:
+            kept.append(p)
+    keys = list(by)
+    return kept + [p for k in rng.integers(0, len(keys), len(keys)) for p in by[keys[k]]] if keys else list(passes)
 
 
 def async_depth_limit(b: Behaviour, hw: HardwareSpec, budget: int) -> int:

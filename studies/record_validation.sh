@@ -29,6 +29,9 @@ EOF
 }
 
 cpu_model() { lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1; }
+cpu_ids() {  # vendor, family, model and stepping numbers: "AMD EPYC" alone names several generations
+    awk -F': *' '/^vendor_id/{v=$2} /^cpu family/{f=$2} /^model\t/{m=$2} /^stepping/{s=$2} /^$/{exit}
+        END{printf "%s family %s model %s stepping %s", v, f, m, s}' /proc/cpuinfo 2>/dev/null; }
 
 record_run() {  # record_run DIR N ARGS...: one bench of N problems into DIR unless complete there, + provenance.txt
     local dir=$1 n=$2; shift 2
@@ -39,6 +42,7 @@ record_run() {  # record_run DIR N ARGS...: one bench of N problems into DIR unl
         echo "command: $(printf '%q ' "${cmd[@]}")"
         echo "date_start: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "cpu_model: $(cpu_model)"
+        echo "cpu_ids: $(cpu_ids)"
         echo "cpus: $(nproc)"
         echo "git_commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)')"
         echo "loadavg_start: $(cat /proc/loadavg)"

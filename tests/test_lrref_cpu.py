@@ -78,6 +78,21 @@ def test_hardware_facts_name_the_cpu_and_relevant_flags(fake_cpu):
     assert hw["dtype"] == "float32" and hw["threads"] == 2 and hw["bf16_native"] is False
 
 
+@pytest.mark.parametrize("vendor, family, model, kind", [
+    ("AuthenticAMD", "25", "17", "AMD EPYC Zen 4"),  # the Zen 4 of studies/data/validation-llamacpp
+    ("AuthenticAMD", "26", "2", "AMD EPYC Zen 5"),  # the Zen 5 of studies/data/validation-llamacpp-zen5
+    ("AuthenticAMD", "25", "1", "AMD EPYC Zen 3"),
+    ("GenuineIntel", "6", "143", "AMD EPYC Sapphire Rapids"),
+])
+def test_header_facts_tell_cpu_generations_apart(fake_cpu, vendor, family, model, kind):
+    fake_cpu(AVX2_EPYC | {"vendor_id": vendor, "cpu family": family, "model": model, "stepping": "1"})
+    hw = cpu.hardware_facts("float32", 2)
+    assert (hw["cpu_family"], hw["cpu_model_number"], hw["cpu_stepping"]) == (int(family), int(model), 1)
+    assert hw["cpu_kind"] == kind  # the model name, then the microarchitecture the numbers name
+    fake_cpu(AVX2_EPYC | {"vendor_id": vendor, "cpu family": family, "model": "250"})
+    assert cpu.hardware_facts("float32", 2)["cpu_kind"] is None  # numbers it does not know: no guess
+
+
 def test_real_cpuinfo_parses():
     cpu._cpuinfo.cache_clear()
     assert isinstance(cpu.cpu_model(), str) and cpu.cpu_model()

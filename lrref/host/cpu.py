@@ -86,6 +86,29 @@ def cpu_flags() -> frozenset[str] | None:
     return frozenset(f for f, fn in _TORCH_CHECKS.items() if getattr(tc, fn, lambda: False)())
 
 
+# AMD and Intel server microarchitectures by (vendor, family, model range): "AMD EPYC" alone names several.
+KINDS = (("AuthenticAMD", 23, range(0x30, 0x40), "Zen 2"), ("AuthenticAMD", 25, range(0x00, 0x10), "Zen 3"),
+         ("AuthenticAMD", 25, range(0x10, 0x20), "Zen 4"), ("AuthenticAMD", 25, range(0xa0, 0xb0), "Zen 4c"),
+         ("AuthenticAMD", 26, range(0x00, 0x20), "Zen 5"), ("GenuineIntel", 6, (85,), "Skylake/Cascade Lake"),
+         ("GenuineIntel", 6, (106,), "Ice Lake"), ("GenuineIntel", 6, (143,), "Sapphire Rapids"),
+         ("GenuineIntel", 6, (207,), "Emerald Rapids"), ("GenuineIntel", 6, (173,), "Granite Rapids"))
+
+
+def cpu_ids() -> dict:
+    """The CPU's family, model and stepping numbers (``/proc/cpuinfo``; None where it has none), and its
+    microarchitecture where :data:`KINDS` knows it (``cpu_kind``: "AMD EPYC Zen 5"; else None)."""
+    info = _cpuinfo()
+    out: dict = {}
+    for key, name in (("cpu family", "cpu_family"), ("model", "cpu_model_number"), ("stepping", "cpu_stepping")):
+        v = info.get(key, "")
+        out[name] = int(v) if v.isdigit() else None
+    vendor = info.get("vendor_id")
+    arch = next((k for v, f, models, k in KINDS
+                 if v == vendor and f == out["cpu_family"] and out["cpu_model_number"] in models), None)
+    out["cpu_kind"] = f"{cpu_model()} {arch}" if arch else None  # every key always there: headers keep one shape
+    return out
+
+
 def matmul_probe(budget_s: float = 0.05, n: int = 256) -> float:
     """How much slower a bfloat16 matmul runs than a float32 one here (time ratio; ~``budget_s`` in all)."""
     import torch
@@ -157,8 +180,9 @@ def set_torch_threads(n: int) -> None:
 
 
 def hardware_facts(dtype: str, threads: int | None = None) -> dict:
-    """What a trace header records about the compute: CPU model, its relevant flags, dtype, threads."""
+    """What a trace header records about the compute: CPU model, its family, model and stepping numbers and kind
+    (:func:`cpu_ids`: "AMD EPYC" alone names several generations), its relevant flags, dtype, threads."""
     flags = cpu_flags()
-    return {"cpu_model": cpu_model(),
+    return {"cpu_model": cpu_model(), **cpu_ids(),
             "cpu_flags": None if flags is None else [f for f in RELEVANT_FLAGS if f in flags],
             "bf16_native": native_bf16(), "dtype": dtype, "threads": threads}

@@ -461,7 +461,7 @@ def _description(spec: LlamaSpec) -> str:
 
 def _provenance(spec: LlamaSpec, argv: Sequence[str], facts: dict, load, wall: float) -> Provenance:
     from ..backends import llamacpp_ffi as ffi
-    from ..host.cpu import cpu_flags, cpu_model
+    from ..host.cpu import cpu_flags, cpu_ids, cpu_model
 
     quants = sorted({f["quant"] for f in facts.values()})
     flags = cpu_flags()
@@ -469,11 +469,11 @@ def _provenance(spec: LlamaSpec, argv: Sequence[str], facts: dict, load, wall: f
     extra = {"entries": facts, "setups": spec.setups(), "logits": spec.logits, "budget_s": spec.budget,
              "seed": spec.seed, "binding": "xllamacpp", "binding_version": ffi.binding_version(),
              "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "cpus": os.cpu_count(),
-             "cpu_flags": None if flags is None else sorted(flags),
+             "cpu_flags": None if flags is None else sorted(flags), **cpu_ids(),
              "llama_system_info": info.decode("utf-8", "replace").strip() if info else None,
              "load": None if load is None else load.to_dict(), "wall_s": round(wall, 1)}
     return Provenance(
-        device=cpu_model(), engine=f"llama.cpp (xllamacpp {ffi.binding_version()}, C API through ctypes): lrref's "
+        device=cpu_ids()["cpu_kind"] or cpu_model(), engine=f"llama.cpp (xllamacpp {ffi.binding_version()}, C API through ctypes): lrref's "
         "LlamaCppBackend.forward, one llama_decode per pass (split beyond n_batch), per-sequence KV streams",
         dtype="gguf:" + ",".join(quants), date=time.strftime("%Y-%m-%d", time.gmtime()), command=" ".join(argv),
         cpu=cpu_model(), warmup=spec.warmup, repeats=spec.repeats,

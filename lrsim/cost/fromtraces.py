@@ -45,11 +45,19 @@ it fed ``n`` (prefill of unseen drafts or prompt, n-gram proposals), the
 context ``L`` and its seconds.  When every trace of a setup has them, that
 setup's entries are pure pass costs (:func:`fit_passes`)
 
-    T(L, b, n) = a + c b + g(n) + e n L,   g piecewise linear in n (knots 1, 2, 4, ..., 512)
+    T(L, b, n) = a + c b + g(n) + e n L,   g piecewise linear in n (segments 0-1, 1-2, 2-4, ..., 256-512, 512+)
 
-fitted by least squares on relative errors (``a, c, e >= 0``), and the profile
-says ``prefill: "unseen"`` (lrref's per-sequence KV): the simulator then adds
-the prefill passes itself, as the engine did, instead of averaging them in.
+a fixed cost, a cost per row, a cost per position fed whose slope may change
+from segment to segment (a decode reads the weights once; many positions reach
+the compute-bound slope, which the prefill passes measure) and one per position
+and cached token.  Every part is >= 0, so the cost is positive and never falls
+as positions, rows or context grow; where no pass was recorded (between the
+decode and prefill ends of a small recording) a small penalty on changes of
+slope carries the recorded slopes smoothly across.  Least squares on relative
+errors; the profile says ``prefill: "unseen"`` (lrref's per-sequence KV): the
+simulator then adds the prefill passes itself, as the engine did, instead of
+averaging them in.  The notes give each fit's curve at a few sizes, its
+residual and the ranges of positions no pass recorded.
 """
 
 from __future__ import annotations
@@ -72,7 +80,6 @@ GRID_BATCH = (1, 2, 4, 8, 16, 32, 64, 128)
 GRID_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
 PASS_POSITIONS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 PASS_BATCH = (1, 2, 3, 4, 6, 8, 12, 16)
-KNOTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 OUTLIER = 3.0  #: a pass this many times slower than its setup's fit is flagged (another process on the cores?)
 
 
@@ -103,6 +110,47 @@ class TargetFit:
                 f"{self.batch[0]:.2f}-{self.batch[1]:.2f}, positions {self.positions[0]:.2f}-{self.positions[1]:.2f}, "
                 f"weighted rms "
                 f"residual {100 * self.residual:.1f}%{bor}{out}")
+
+
+MACHINE_KEYS = ("cpu_model", "cpu_kind", "cpu_family", "cpu_model_number", "cpus", "gpu", "machine")
+
+
+def machine_of(trace: Trace) -> dict:
+    """What a trace's header says of the machine it ran on (the keys of :data:`MACHINE_KEYS` it has, its CPU flags)."""
+    hw = trace.header.hardware or {}
+    out = {k: hw[k] for k in MACHINE_KEYS if hw.get(k) is not None}
+    if hw.get("cpu_flags") is not None:
+        out["cpu_flags"] = tuple(sorted(hw["cpu_flags"]))
+    return out
+
+
+def check_one_machine(traces: Sequence[Trace]) -> None:
+    """Pass costs come from one machine, and each setup from one thread layout.
+
+    :raises InputError: two traces whose headers name different machines (CPU model or kind, cores, flags, GPU),
+        or two traces of one setup whose pass records ran on different thread counts (one line naming both).
+    """
+    first = {}
+    for t in traces:
+        m = machine_of(t)
+        for k, v in m.items():
+            if k in first and first[k][1] != v:
+                other, was = first[k]
+                raise InputError(f"traces of different machines in one calibration: {other} has {k} {was!r}, "
+                                 f"{t.path} has {v!r}; calibrate each machine's traces on their own")
+            first.setdefault(k, (t.path, v))
+    threads: dict[tuple[str, str], tuple[str, set]] = {}
+    for t in traces:
+        for eng in ("target", "draft"):
+            mine = {p.threads for p in t.passes if p.engine == eng and p.threads is not None}
+            if not mine:
+                continue
+            key = (setup_of(t), eng)
+            if key in threads and threads[key][1] != mine:
+                raise InputError(f"setup {key[0]!r}: {key[1]} passes on {sorted(threads[key][1])} thread(s) in "
+                                 f"{threads[key][0]} but {sorted(mine)} in {t.path}: these layouts cannot be told "
+                                 "apart (record them under different setting.hardware labels)")
+            threads.setdefault(key, (t.path, mine))
 
 
 def setup_of(trace: Trace) -> str:
@@ -184,17 +232,26 @@ def fit_targets(traces: Sequence[Trace]) -> dict[str, TargetFit]:
     return out
 
 
+BREAKS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  #: g's segments [B_j, B_j+1], the last one open-ended
+SMOOTH = 0.01  #: weight of a slope change of one mean slope, against a pass off by 100% (10% on 100 passes: 1)
+RIDGE = 1e-4  #: weight on the per-row part (relative to the decode pass): rows only take what positions cannot
+CURVE_SIZES = (1, 2, 4, 8, 16, 64, 256)  #: positions of the one-row passes a fit is described at
+
+
 @dataclass(frozen=True)
 class PassFit:
-    """``T(L, b, n) = a + c b + g(n) + e n L`` seconds per pass of one engine on one setup (pass records)."""
+    """``T(L, b, n) = a + c b + g(n) + e n L`` seconds per pass of one engine on one setup (pass records).
+
+    ``g(n) = sum_j s_j clip(n - B_j, 0, B_j+1 - B_j)`` over the segments :data:`BREAKS`, every ``s_j >= 0``, and
+    ``a, c, e >= 0``: the cost is positive and never falls as positions, rows or context grow.
+    """
 
     setup: str
     engine: str
-    a: float
-    c: float
-    e: float
-    slope: float  #: g's slope from n = 0
-    hinges: tuple[float, ...]  #: g's change of slope at each of :data:`KNOTS`
+    a: float  #: fixed cost of a pass
+    c: float  #: cost per row
+    e: float  #: cost per position and cached token (attention)
+    slopes: tuple[float, ...]  #: g's slope on each segment of :data:`BREAKS` (the last: the compute-bound slope)
     passes: int
     rows: tuple[int, int]
     tokens: tuple[int, int]
@@ -202,20 +259,39 @@ class PassFit:
     residual: float  #: rms of (fit - y) / y
     outliers: int = 0  #: passes more than :data:`OUTLIER` times slower than the fit (a busy machine?)
     verified: int = 0  #: passes that computed more logits than rows (a row verifying speculated tokens)
+    gaps: tuple[tuple[int, int], ...] = ()  #: positions fed between recorded sizes more than 2x apart (interpolated)
 
     def g(self, n: float) -> float:
-        return self.slope * n + sum(h * max(0.0, n - k) for h, k in zip(self.hinges, KNOTS))
+        return sum(s * _segment(n, j) for j, s in enumerate(self.slopes))
 
     def seconds(self, L: float, b: float, n: float) -> float:
-        return max(self.a + self.c * b + self.g(n) + self.e * n * L, 1e-6)  # fixed, per row, positions, attention
+        return self.a + self.c * b + self.g(n) + self.e * n * L  # fixed, per row, positions, attention
+
+    def curve(self, sizes: Sequence[int] = CURVE_SIZES, rows: int = 1) -> list[float]:
+        """Seconds of passes of ``rows`` rows feeding each of ``sizes`` positions in all, at the smallest context."""
+        return [self.seconds(self.context[0], rows, n) for n in sizes]
+
+    def coverage(self) -> str:
+        """What the records cover and what the fit fills in, in words."""
+        inside = "; ".join(f"{lo}-{hi}" for lo, hi in self.gaps)
+        return (f"records feed {self.tokens[0]}-{self.tokens[1]} positions"
+                + (f"; none fed {inside} positions (interpolated there)" if self.gaps else "")
+                + f"; above {self.tokens[1]} the last slope ({1e3 * self.top_slope:.2f} ms per position) continues")
+
+    @property
+    def top_slope(self) -> float:
+        """g's slope above the largest recorded pass (the compute-bound cost of one more position)."""
+        j = max(i for i, b in enumerate(BREAKS) if b <= self.tokens[1] or i == 0)
+        return self.slopes[min(j, len(self.slopes) - 1)]
 
     def describe(self) -> str:
-        ms = [f"{1e3 * self.seconds(self.context[0], 1, n):.1f}" for n in (1, 2, 4, 16, 64)]
+        ms = ", ".join(f"{n}: {1e3 * t:.1f}" for n, t in zip(CURVE_SIZES, self.curve()))
         return (f"{self.engine} @{self.setup}: pure pass cost fitted on {self.passes} pass records (rows "
                 f"{self.rows[0]}-{self.rows[1]}, positions fed {self.tokens[0]}-{self.tokens[1]}, context "
                 f"{self.context[0]:.0f}-{self.context[1]:.0f}): a {1e3 * self.a:.2f} ms + {1e3 * self.c:.2f} ms per "
-                f"row + g(n) + {1e6 * self.e:.3f} us per position and cached token; one row of 1, 2, 4, 16, 64 "
-                f"positions: {', '.join(ms)} ms; rms relative residual {100 * self.residual:.1f}%"
+                f"row + g(n) + {1e6 * self.e:.3f} us per position and cached token, every part >= 0 and g "
+                f"non-decreasing; one row by positions fed, ms: {ms}; rms relative residual "
+                f"{100 * self.residual:.1f}%; {self.coverage()}"
                 + (f"; {self.outliers} pass(es) ({100 * self.outliers / self.passes:.1f}%) over {OUTLIER:g}x the "
                    "fit: outliers (was the machine busy?)" if self.outliers else "")
                 + ("" if self.verified else "; no pass computed more than one position's logits per row, so a pass "
@@ -223,19 +299,47 @@ class PassFit:
                    "logits of its extra positions (too cheap)"))
 
 
+def _segment(n, j: int):
+    """How much of segment ``j`` of :data:`BREAKS` lies below ``n`` positions (arrays too)."""
+    lo = BREAKS[j]
+    width = BREAKS[j + 1] - lo if j + 1 < len(BREAKS) else np.inf
+    return np.clip(np.asarray(n, float) - lo, 0.0, width)
+
+
+def gaps(tokens: Sequence[int], ratio: float = 2.0) -> tuple[tuple[int, int], ...]:
+    """Ranges of positions fed that no pass recorded, between recorded sizes more than ``ratio`` apart."""
+    xs = sorted(set(int(t) for t in tokens))
+    return tuple((lo + 1, hi - 1) for lo, hi in zip(xs, xs[1:]) if hi > ratio * lo and hi - lo > 1)
+
+
 def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
-    """Least squares on relative errors of ``a + c b + g(n) + e n L`` (``a, c, e`` and g's first slope >= 0)."""
+    """Least squares on relative errors of ``a + c b + g(n) + e n L``, every part >= 0 (a monotone g).
+
+    Where no pass was recorded (a range of positions between the decode and prefill ends, above the largest),
+    a penalty on changes of g's slope between segments (:data:`SMOOTH`, in units of the data's mean slope)
+    decides: the slope runs on smoothly from the recorded sizes instead of doing anything the data allow.
+    """
     b = np.array([p.rows for p in passes], float)
     n = np.array([p.tokens for p in passes], float)
     L = np.array([p.context for p in passes], float)
     y = np.array([p.seconds for p in passes], float)
-    cols = [np.ones_like(b), b, n * L, n] + [np.maximum(0.0, n - k) for k in KNOTS]
-    X = np.column_stack(cols) / y[:, None]  # relative errors: (fit - y) / y
-    lo = [0.0, 0.0, 0.0, 0.0] + [-np.inf] * len(KNOTS)
-    sol = optimize.lsq_linear(X, np.ones_like(y), bounds=(lo, np.inf)).x
-    fit = PassFit(setup, engine, *map(float, sol[:3]), float(sol[3]), tuple(map(float, sol[4:])), len(passes),
-                  (int(b.min()), int(b.max())), (int(n.min()), int(n.max())), (float(L.min()), float(L.max())), 0.0)
-    ratio = y / np.array([fit.seconds(*x) for x in zip(L, b, n)])  # recorded / fitted
+    segs = [_segment(n, j) for j in range(len(BREAKS))]
+    X = np.column_stack([np.ones_like(b), b, n * L] + segs) / y[:, None]  # relative errors: (fit - y) / y
+    k = len(BREAKS)
+    s_ref = max(float(np.sum(y) / max(np.sum(n), 1.0)), 1e-9)  # mean seconds per position fed: the slopes' unit
+    smooth = np.zeros((k - 1, 3 + k))
+    for j in range(k - 1):
+        smooth[j, 3 + j], smooth[j, 4 + j] = -1.0, 1.0  # s_j+1 - s_j
+    smooth *= np.sqrt(SMOOTH) / s_ref
+    ridge = np.zeros((1, 3 + k))
+    ridge[0, 1] = np.sqrt(RIDGE) / max(float(np.min(y)), 1e-9)
+    A = np.vstack([X, smooth, ridge])
+    rhs = np.concatenate([np.ones_like(y), np.zeros(k)])  # k - 1 slope changes and the ridge
+    sol = optimize.lsq_linear(A, rhs, bounds=(0.0, np.inf)).x
+    fit = PassFit(setup, engine, float(sol[0]), float(sol[1]), float(sol[2]), tuple(map(float, sol[3:])),
+                  len(passes), (int(b.min()), int(b.max())), (int(n.min()), int(n.max())),
+                  (float(L.min()), float(L.max())), 0.0, gaps=gaps(n))
+    ratio = y / np.maximum((X @ sol) * y, 1e-12)  # recorded / fitted
     rel = 1 / ratio - 1
     return PassFit(**{**fit.__dict__, "residual": float(np.sqrt(np.mean(rel**2))),
                       "outliers": int(np.sum(ratio > OUTLIER)),
@@ -358,7 +462,8 @@ def _draft_entry(name: str, costs: dict[tuple[int, float], float], fit: TargetFi
 
 
 def _provenance(traces: Sequence[Trace], notes: list[str], command: str | None,
-                what: str = "effective cost per pass calibrated from trace steps") -> Provenance:
+                what: str = "effective cost per pass calibrated from trace steps", extra: dict | None = None
+                ) -> Provenance:
     h = traces[0].header
     hw = h.hardware or {}
     info = (h.config or {}).get("backend_info") or {}
@@ -371,7 +476,8 @@ def _provenance(traces: Sequence[Trace], notes: list[str], command: str | None,
         dtype=str(hw.get("dtype") or "unknown"), date=str(h.created or time.strftime("%Y-%m-%d"))[:10],
         command=command, source=", ".join(t.path for t in traces), cpu=hw.get("cpu_model"),
         statistic="non-negative least squares per setup, weighted by passes (see notes)",
-        notes=tuple(notes), extra={"loadavg_start": loads, "setups": sorted({setup_of(t) for t in traces})})
+        notes=tuple(notes), extra={"loadavg_start": loads, "setups": sorted({setup_of(t) for t in traces})}
+        | (extra or {}))
 
 
 def profile_from_traces(traces: Sequence[Trace], name: str = "calibrated", alpha2: float | None = None,
@@ -383,6 +489,7 @@ def profile_from_traces(traces: Sequence[Trace], name: str = "calibrated", alpha
     """
     from ..calibrate import spec_fill
 
+    check_one_machine(traces)
     tname, dname = model_names(traces)
     pure = pass_setups(traces)
     if pure and set(pure) == {setup_of(t) for t in traces}:
@@ -415,9 +522,44 @@ def _pure_profile(traces: Sequence[Trace], pure: dict, tname: str, dname: str, n
     have = {r: {f.setup for f in fits if f.engine == r} for r in ("target", "draft")}
     setups, borrowed = _mode_setups(traces, have)
     notes = [f.describe() for f in fits] + borrowed
-    return Profile(name, "wall", _provenance(traces, notes, command, "pure cost per pass fitted on pass records"),
+    coverage = {f"{tname if f.engine == 'target' else dname}@{f.setup}":
+                {"tokens": list(f.tokens), "rows": list(f.rows), "gaps": [list(g) for g in f.gaps],
+                 "residual": round(f.residual, 4)} for f in fits}
+    return Profile(name, "wall", _provenance(traces, notes, command, "pure cost per pass fitted on pass records",
+                                             {"coverage": coverage}),
                    archs, f"pass costs of {tname} (draft {dname}) fitted on {len(traces)} trace(s)' pass records",
                    setups, "unseen")
+
+
+def pass_kind(p) -> str:
+    """``decode`` (one position per row), ``verify`` (more logits than rows: speculated tokens checked) or
+    ``prefill`` (positions fed beyond the logits computed: a prompt, or draft tokens a row had not seen)."""
+    outputs = getattr(p, "outputs", p.rows)
+    if outputs > p.rows:
+        return "verify"
+    return "decode" if p.tokens <= p.rows else "prefill"
+
+
+def pass_residuals(traces: Sequence[Trace]) -> list[dict]:
+    """Where the fitted pass cost misses, by trace and pass kind: recorded and fitted seconds summed over each
+    (trace, engine, kind), their ratio, and the passes' sizes.  What a replay miss is made of (the same fit the
+    traces calibrate, fitted on all of them)."""
+    fits = {(f.setup, f.engine): f for s, by in pass_setups(traces).items() for e, ps in by.items()
+            if len(ps) >= 8 for f in [fit_passes(ps, s, e)]}
+    out = []
+    for t in traces:
+        groups: dict[tuple[str, str], list] = {}
+        for p in t.passes:
+            f = fits.get((setup_of(t), p.engine))
+            if f is not None and p.seconds > 0:
+                groups.setdefault((p.engine, pass_kind(p)), []).append((p, f.seconds(p.context, p.rows, p.tokens)))
+        for (eng, kind), xs in sorted(groups.items()):
+            rec, fit = sum(p.seconds for p, _ in xs), sum(v for _, v in xs)
+            out.append({"trace": t.path, "mode": str((t.header.config or {}).get("mode") or t.header.mode),
+                        "setup": setup_of(t), "engine": eng, "kind": kind, "passes": len(xs),
+                        "tokens": [min(p.tokens for p, _ in xs), max(p.tokens for p, _ in xs)],
+                        "recorded_s": rec, "fitted_s": fit, "fitted_over_recorded": fit / rec})
+    return out
 
 
 def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> HardwareSpec:

@@ -65,7 +65,8 @@ class SimConfig:
                           "assumption, the closed forms'), 'last' (an LR target row prefills the one draft step "
                           "just before it; prefix caching shares the rest), 'unseen' (every draft step no earlier "
                           "pass of its sequence computed, lrref's per-sequence KV: a sync row j prefills drafts "
-                          "0..j-1, an async row the draft it adds); with 'last' and 'unseen' the drafter prefills "
+                          "0..j-1, and in a request's first cycle the prompt too, an async row the draft it adds); "
+                          "with 'last' and 'unseen' the drafter prefills "
                           "the target's committed step after it, and each request starts by prefilling its prompt "
                           "on both (event engine only)", "none")
     prompt_cached: float = option("with prefill: share of each request's prompt the target already holds in its KV "

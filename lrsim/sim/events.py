@@ -55,6 +55,7 @@ class EventRun:
         self.prefill = cfg.prefill  # what the engine feeds besides each step's own positions (SimConfig.prefill)
         prompt = cfg.prompt_tokens if self.prefill != "none" else 0
         self.prompt_due = prompt  # the target's prefill of the first prompt (less what its KV holds: target_job)
+        self.row_prompt = 0  # sync, 'unseen': the prompt each further row of this cycle prefills (target_job)
         self.catchup = self.uncached(prompt, cfg.draft_prompt_cached)  # the drafter's
 
     def main(self):
@@ -96,8 +97,15 @@ class EventRun:
         L = min(self.tlen(), cap)
         passes, written = self.tpasses.one(L, carried)
         pre = self.draft_prefill(pos)
-        if pos == 0 and self.prompt_due:  # the request's first step also prefills its prompt (what KV lacks)
-            pre, self.prompt_due = pre + self.uncached(self.prompt_due, self.cfg.prompt_cached), 0
+        if pos == 0:
+            self.row_prompt = 0
+            if self.prompt_due:  # the request's first step also prefills its prompt (what KV lacks)
+                self.row_prompt = self.uncached(self.prompt_due, self.cfg.prompt_cached)
+                pre, self.prompt_due = pre + self.row_prompt, 0
+                if not (self.prefill == "unseen" and self.cfg.mode == "sync"):
+                    self.row_prompt = 0
+        elif self.row_prompt:  # sync, 'unseen': each row of a request's first cycle is a sequence
+            pre += self.row_prompt  # of its own (lrref's per-sequence KV), so each prefills the prompt too
         return Job(pos, L, passes, written, pre)
 
     def draft(self, depth: int, cap: float, now: float) -> tuple[simpy.Event, list]:
