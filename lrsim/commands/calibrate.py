@@ -1,13 +1,14 @@
 """``lrsim calibrate``: behaviour and costs fitted from traces; ``--profile-out`` writes the pass costs as a
-latency profile."""
+latency profile; ``--vllm-metrics`` fits token acceptance from vLLM's counters (alone, or beside the traces)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from ..errors import UsageError
 from . import HELP
-from .common import read_traces
+from .common import add_vllm_args, read_traces, vllm_metrics
 
 
 def add_parser(sub) -> None:
@@ -19,9 +20,25 @@ def add_parser(sub) -> None:
                         "hardware setup; `lrsim replay --hardware FILE` prices with it)")
     p.add_argument("--profile-name", default="calibrated", help="name of the written profile (default calibrated)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_vllm_args(p, instead=False)
 
 
 def run(a: argparse.Namespace) -> str:
+    """The traces' calibration; with ``--vllm-metrics``, the counters' fit too (only it when no trace is given)."""
+    m = vllm_metrics(a)
+    if m is not None and not a.traces:
+        if a.profile_out:
+            raise UsageError("--profile-out writes the traces' pass costs: give TRACE files beside --vllm-metrics")
+        return json.dumps(m.to_dict(), indent=2, default=float) if a.json else m.format()
+    text = _traces(a)
+    if m is None:
+        return text
+    if a.json:
+        return json.dumps(json.loads(text) | {"vllm_metrics": m.to_dict()}, indent=2, default=float)
+    return text + "\n" + m.format()
+
+
+def _traces(a: argparse.Namespace) -> str:
     from pathlib import Path
 
     from ..atomic import check_writable

@@ -8,6 +8,7 @@ that takes the group (or refused in one line without ``--hardware``).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from typing import Callable, Sequence
@@ -290,6 +291,63 @@ def behaviour(a: argparse.Namespace, alpha1: float, alpha2: float | None):
 
     return Behaviour(alpha1=alpha1, alpha2=alpha2, step_tokens=a.step_tokens or Constant(STEP_TOKENS),
                      draft_tokens=a.draft_tokens, request_tokens=a.request_tokens, prompt_tokens=a.prompt_tokens or 0)
+
+
+# ----------------------------------------------------------------------------- --vllm-metrics
+
+
+def add_vllm_args(p: argparse.ArgumentParser, instead: bool = True) -> None:
+    """``--vllm-metrics FILE|BEFORE,AFTER`` and ``--vllm-model NAME`` (:mod:`lrsim.vllm_metrics`); ``instead``: the
+    flag stands in for ``--alpha2`` (plan, replay)."""
+    also = "; alpha2 from it, in place of --alpha2" if instead else ""
+    g = p.add_argument_group("token acceptance from vLLM's speculative-decoding counters (lrsim.vllm_metrics)")
+    g.add_argument("--vllm-metrics", action="append", metavar="FILE|BEFORE,AFTER",
+                   help="a Prometheus text dump of vLLM's /metrics, or two comma-separated dumps whose difference "
+                        "(the counts between them) is fitted" + also)
+    g.add_argument("--vllm-model", metavar="NAME", help="the model_name to read when the dump holds several")
+
+
+def vllm_metrics(a: argparse.Namespace):
+    """The fitted ``--vllm-metrics`` (:class:`lrsim.vllm_metrics.VllmCalibration`), or None without the flag."""
+    files = getattr(a, "vllm_metrics", None)
+    if files is None:
+        if getattr(a, "vllm_model", None) is not None:
+            raise UsageError("--vllm-model only goes with --vllm-metrics")
+        return None
+    if len(files) > 1:
+        raise UsageError("--vllm-metrics given twice: give a window as one flag, --vllm-metrics BEFORE,AFTER")
+    from ..vllm_metrics import read_vllm_metrics
+
+    return read_vllm_metrics(files[0], a.vllm_model)
+
+
+def alpha2_from_vllm(a: argparse.Namespace, default: float | None, refuse: str | None = None):
+    """Resolve ``--vllm-metrics`` into ``a.alpha2`` before the command uses it (``--alpha2`` beside it: one line;
+    ``refuse``: why this use of the command takes no alpha2, said if the flag is given); without the flag
+    ``a.alpha2`` stays as given, else ``default``.  Returns the fit, or None."""
+    if getattr(a, "vllm_metrics", None) is not None:
+        if a.alpha2 is not None:
+            raise UsageError("--vllm-metrics gives alpha2: drop --alpha2")
+        if refuse:
+            raise UsageError(refuse)
+    m = vllm_metrics(a)
+    if m is not None:
+        a.alpha2 = m.require_alpha2()
+    elif a.alpha2 is None:
+        a.alpha2 = default
+    return m
+
+
+def note_alpha2(a: argparse.Namespace, out: str, m) -> str:
+    """The command's output saying where alpha2 came from: a note line, or ``alpha2_source`` in ``--json``."""
+    if m is None:
+        return out
+    if getattr(a, "json", False):
+        d = json.loads(out)
+        if isinstance(d, dict):
+            return json.dumps(d | {"alpha2_source": m.source_dict()}, indent=2, default=float)
+        return out
+    return f"{out}\n  note: {m.source_note()}"
 
 
 # ----------------------------------------------------------------------------- --html

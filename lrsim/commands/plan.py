@@ -11,16 +11,20 @@ from ..errors import InputError, UsageError
 from ..format import format_plan
 from . import HELP
 from .common import (
+    DEFAULTS,
     NUMBER_FLAGS,
     add_behaviour_args,
     add_hardware_args,
     add_html_arg,
     add_theory_args,
+    add_vllm_args,
+    alpha2_from_vllm,
     behaviour,
     check_html,
     given,
     hardware_spec,
     nonnegative_int,
+    note_alpha2,
     positive_int,
     read_traces,
     write_html,
@@ -47,6 +51,8 @@ def add_parser(sub) -> None:
     add_hardware_args(p)
     add_behaviour_args(p, alphas=False)
     add_load_args(p, plan=True)
+    add_vllm_args(p)
+    p.set_defaults(alpha2=None)  # DEFAULTS["alpha2"] once run knows whether --vllm-metrics stands in for it
 
 
 def _simulated(a: argparse.Namespace, hw, traces) -> str:
@@ -120,6 +126,13 @@ LOAD_FLAGS = ("requests", "arrival", "arrival_cv", "output_tokens", "max_num_seq
 
 
 def run(a: argparse.Namespace) -> str:
+    """The plan; ``--vllm-metrics`` resolves to ``--alpha2`` first and the output says so."""
+    m = alpha2_from_vllm(a, DEFAULTS["alpha2"], None if a.trace is None else
+                         "--vllm-metrics stands in for --alpha2; with --trace the traces give the token acceptance")
+    return note_alpha2(a, _plan(a), m)
+
+
+def _plan(a: argparse.Namespace) -> str:
     if a.rate is not None:
         if a.html:
             raise UsageError("--html does not go with --rate (lrsim serve --html draws latency against load)")

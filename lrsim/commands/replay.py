@@ -15,6 +15,8 @@ from .common import (
     add_behaviour_args,
     add_hardware_args,
     add_html_arg,
+    add_vllm_args,
+    alpha2_from_vllm,
     auto_options,
     behaviour,
     check_html,
@@ -22,6 +24,7 @@ from .common import (
     given,
     hardware_spec,
     nonnegative_int,
+    note_alpha2,
     positive_int,
     read_traces,
     unit,
@@ -48,6 +51,7 @@ def add_parser(sub) -> None:
     add_hardware_args(p)
     add_behaviour_args(p, alphas=True)
     add_auto_args(p)
+    add_vllm_args(p)
 
 
 def _setting(a: argparse.Namespace, rec=None):
@@ -66,6 +70,15 @@ def _setting(a: argparse.Namespace, rec=None):
 
 
 def run(a: argparse.Namespace) -> str:
+    """The prediction; ``--vllm-metrics`` resolves to ``--alpha2`` first (behaviour from numbers only) and the
+    output says so."""
+    numbers = a.mode != "auto" and a.hardware is not None and a.alpha1 is not None
+    m = alpha2_from_vllm(a, None, None if numbers else "--vllm-metrics stands in for --alpha2, which replay takes "
+                         "with --hardware PROFILE and --alpha1 (traces carry their own token acceptance)")
+    return note_alpha2(a, _replay(a), m)
+
+
+def _replay(a: argparse.Namespace) -> str:
     """Traces alone: their own behaviour and calibrated profile; with --hardware: the profile's timing and
     behaviour from the traces (architectures not given: their header's models) or from --alpha1 and its numbers."""
     from ..prediction import format_prediction
