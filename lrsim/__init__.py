@@ -23,13 +23,15 @@ Never imports torch.  Modules:
 - :mod:`lrsim.latency`    the latency-profile format and its interpolation (below both ``cost`` and ``gpu``)
 - :mod:`lrsim.cost`       the one pass-cost model: profiles by name, file or ``model:``, ``PassCost``,
                           ``HardwareSpec``, calibration of a profile from traces (docs/cost-model.md)
-- :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]...``)
+- :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]...``),
+                          engine releases as versioned models (``lrsim.gpu.engines``)
 - :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
 - :mod:`lrsim.compose`    a prediction = behaviour (from traces or numbers) + a hardware spec; plans
 - :mod:`lrsim.serve`      serving under load: batched engines, requests, TTFT/TPOT/goodput, crossover rates
 - :mod:`lrsim.sweep`      grid sweeps of the simulator (process pool or Dask), CSV/Parquet
 - :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder, and the run's ``setting``
 - :mod:`lrsim.calibrate`  fit the simulator's parameters from traces
+- :mod:`lrsim.vllm_metrics` token acceptance from a dump of vLLM's speculative-decoding counters
 - :mod:`lrsim.replay`     replay recorded workloads (composition with the traces' own profile), plan from traces
 - :mod:`lrsim.prediction` what predictions and plans return
 - :mod:`lrsim.format`     the text of a closed-form plan and of a simulation (the CLI's and the API's)

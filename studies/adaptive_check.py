@@ -44,8 +44,8 @@ from lrsim.atomic import atomic_output
 from lrsim.errors import UsageError, run_command
 
 SETUPS = {  # name: (profile, target arch, draft arch, verifier seconds per call); on a GPU the draft has its own
-    "H100 TP 2 (paper)": ("model:h100-sxm:tp2", "qwen2.5-32b", "qwen2.5-1.5b", 0.013),  # the 7B judge (SPEC.md)
-    "H200 TP 2 (official README)": ("model:h200:tp2", "qwen3-32b", "qwen3-1.7b", 0.013),
+    "H100 TP 2 (paper)": ("model:h100-sxm:tp2:vllm-0.10", "qwen2.5-32b", "qwen2.5-1.5b", 0.013),  # the 7B judge
+    "H200 TP 2 (official README)": ("model:h200:tp2:vllm-0.10", "qwen3-32b", "qwen3-1.7b", 0.013),  # (SPEC.md)
     # the CPU pair on its measured llama.cpp profile (AMD EPYC Zen 4, 2 cores), the math verifier (0.54 ms a pair)
     "CPU, llama.cpp (Zen 4 profile)": (str(ROOT / "studies" / "data" / "profiles" / "cpu-llamacpp-epyc-zen4.json"),
                                        "qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct", 0.00054),

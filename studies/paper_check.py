@@ -11,10 +11,13 @@ file's ``model`` rules:
 - **hardware**: the target on ``target_hw`` and the draft on ``draft_hw``
   (``DEVICE:tpN`` of :mod:`lrsim.gpu`; the paper's rows: the 32B target on two
   H100s at TP 2, the draft on an H100 of its own; the official README's: two
-  H200s at TP 2 and an H200 of its own), on the model's ``vllm`` engine (the
-  sources ran vLLM with CUDA graphs) with the context growing through each
-  request (the file's ``model.pricing``); a what-if column prices the same rows
-  as the previous version did: transformers' kernel sums at context 0;
+  H200s at TP 2 and an H200 of its own), on the model's ``vllm-0.10`` engine
+  (the official code pins vLLM 0.10.1 and runs CUDA graphs) plus that code's
+  client overhead on every pass (``studies/fit_engines.py``: its README's
+  autoregressive row less the engine's step; every token streamed into its own
+  Python loop), with the context growing through each request (the file's
+  ``model.pricing``); a what-if column prices the same rows as the previous
+  version did: transformers' kernel sums at context 0;
 - **validation** rows (``forward``): :func:`lrsim.compose.predict` with the
   inputs as given (async, ``k1 = gamma + 1``; alpha2 from an n-gram-alone
   speedup, inferred on the hardware it was measured on);
@@ -177,8 +180,27 @@ def statuses(data: dict, row: dict) -> dict:
 # ----------------------------------------------------------------------------- inputs -> lrsim objects
 
 
-PRICINGS = {"vllm": "the vllm engine's step times, the context growing through each request",
+ENGINE = "vllm-0.10"  #: the release the official LR code pins (0.10.1), for every row (the paper's too)
+CLIENT_FILE = Path(__file__).resolve().parent / "data" / "paper_check" / "client-overhead.json"
+PRICINGS = {"vllm": "the vllm-0.10 engine's step times plus the official code's client overhead per pass, the "
+                    "context growing through each request",
             "hf-eager": "transformers' kernel sums at context 0 (the previous version's pricing)"}
+
+
+@functools.lru_cache(maxsize=1)
+def client_us() -> float:
+    """The official LR code's client time per pass (``studies/fit_engines.py`` writes it)."""
+    return float(json.loads(CLIENT_FILE.read_text(encoding="utf-8"))["client_us"])
+
+
+def with_client(p: Profile, us: float) -> Profile:
+    """``p`` with ``us`` added to every pass and prefill (the client's loop waits on every engine step)."""
+    def add(ms):
+        return tuple(add(x) for x in ms) if isinstance(ms, tuple) else (None if ms is None else ms + us / 1e3)
+
+    archs = {n: replace(a, ms=add(a.ms), prefill=replace(a.prefill, ms=add(a.prefill.ms)) if a.prefill else None)
+             for n, a in p.archs.items()}
+    return replace(p, archs=archs, description=p.description + f"; plus the official LR client's {us:g} us per pass")
 
 
 @functools.lru_cache(maxsize=64)
@@ -189,9 +211,11 @@ def profile(target_hw: str, target_arch: str, draft_hw: str, draft_arch: str, pr
     each request) or ``hf-eager`` (the what-if: transformers' kernel sums at context 0).
     """
     grid = Grid() if pricing == "vllm" else Grid(context=(0,))
-    suffix = ":vllm:wall" if pricing == "vllm" else ":hf-eager:kernel"
+    suffix = f":{ENGINE}:wall" if pricing == "vllm" else ":hf-eager:kernel"
     parts = [synthesize(parse_spec(hw + suffix), arch, grid=grid)
              for hw, arch in ((target_hw, target_arch), (draft_hw, draft_arch))]
+    if pricing == "vllm":
+        parts = [with_client(p, client_us()) for p in parts]
     t, d = parts
     if target_arch == draft_arch:
         raise InputError(f"target and draft are both {target_arch}")
@@ -543,7 +567,8 @@ def figure(results: list[Result]) -> go.Figure:
         fig.add_scatter(x=lim, y=[v * f for v in lim], mode="lines", line={"color": "grey", "dash": "dot", "width": 1},
                         showlegend=f == 1.1, name="+-10%")
     fig.update_layout(xaxis_title="reported speedup", yaxis_title="predicted speedup", template="plotly_white",
-                      title="Paper check: each row on its source's hardware (vllm engine, context growing)",
+                      title="Paper check: each row on its source's hardware (vllm-0.10 engine + the LR client, context "
+                            "growing)",
                       legend={"orientation": "h", "y": -0.2}, width=1100, height=650, xaxis_range=[0.6, 2.4])
     return fig
 
@@ -558,11 +583,11 @@ def hardware_check(data: dict) -> str:
     L = p0 + int(inp["request_tokens"]["value"]) / 2
     prof = profile(inp["target_hw"]["value"], t, inp["draft_hw"]["value"], inp["draft_arch"]["value"])
     ms = prof.time_ms(t, L, 1, 1)
-    return (f"- hardware check: the model's {t} decode step on {inp['target_hw']['value']} (vllm engine) at the "
-            f"AIME rows' mean context ({L:.0f} tokens) is {ms:.1f} ms ({1000 / ms:.1f} tok/s); the official README "
-            "measured 76.38 tok/s (13.1 ms) for autoregressive decoding on that hardware (README line 144). Not a "
-            "check: the engine's one fitted constant, its host time per step, is fitted on that number "
-            "(studies/fit_vllm_engine.py)")
+    return (f"- hardware check: the model's {t} decode step on {inp['target_hw']['value']} ({ENGINE} engine, plus "
+            f"the official client's {client_us():g} us per pass) at the AIME rows' mean context ({L:.0f} tokens) is "
+            f"{ms:.1f} ms ({1000 / ms:.1f} tok/s); the official README measured 76.38 tok/s (13.1 ms) for "
+            "autoregressive decoding on that hardware (README line 144). Not a check: the client overhead is fitted "
+            "on that number (studies/fit_engines.py)")
 
 
 def report(data: dict | None, results: list[Result]) -> str:

@@ -1,33 +1,43 @@
-"""Predict published single-request vLLM measurements with the hardware model's vllm engine; nothing is fitted on them.
+"""Predict published single-request engine measurements with the hardware model, each row on the engine model of
+its release; nothing is fitted on the rows it predicts.
 
     python studies/vllm_public_check.py                    # every row in scope: tables, figures/vllm_public_check.*
     python studies/vllm_public_check.py --rows docs/validation/vllm-public-rows.md   # also the row-by-row page
     python studies/vllm_public_check.py --replot           # redraw from figures/vllm_public_check.json
 
-The data: ``studies/data/vllm_public/measurements.json`` (every value quoted from its source, with the source's
-URL, its table row and what its timer covers).  The model: ``lrsim.gpu`` with the ``vllm`` engine, the H100 fit
-of the hf-eager kernels (``lrsim/data/gpus/fit-h100.json``) and one vLLM constant, the host time per engine step,
-fitted on one row (``studies/fit_vllm_engine.py``).
+The data: ``studies/data/vllm_public/*.json`` (every value quoted from its source, with the source's URL, its table
+row and what its timer covers; the folder's README.md has the rule for the current-release files).  The model:
+``lrsim.gpu`` with the engine of each row's release (``lrsim.gpu.engines.engine_for``: vLLM V0, 0.10, 0.11 and the
+current line, SGLang, TensorRT-LLM), the H100 fit of the hf-eager kernels (``lrsim/data/gpus/fit-h100.json``) and
+each engine's one fitted constant, its exposed host time per step, fitted on at most one row
+(``studies/fit_engines.py``).
 
-**Scope rule** (written before any row was predicted; no error chose it): every row is predicted, except
+**Scope rule** (written before any row was predicted; no error chose it; the current-release files' additions in
+``studies/data/vllm_public/README.md``, committed with those rows): every row is predicted, except
 
-1. the calibration row (the official LR README's autoregressive Qwen3-32B on 2x H200), reported apart;
-2. rows that ran with ``enforce_eager=True`` (CUDA graphs off: an engine mode the model does not price);
+1. the rows an engine's constant is fitted on, and the LR README's autoregressive row (the official code's client
+   overhead is fitted on it), reported apart;
+2. rows that ran with ``enforce_eager=True`` or without CUDA graphs (an engine mode the model does not price);
 3. rows on a GPU without a device spec, or whose variant the source leaves open with no way to tell it (GH200:
-   96 GB HBM3 or 144 GB HBM3e).
+   96 GB HBM3 or 144 GB HBM3e; an A100 of unstated memory; "SM100"), whose architecture no shipped config
+   describes, or whose engine version is unstated where the engine has several models;
+4. rows with neither lengths nor dataset totals to take means from;
+5. rows of the current-release files that repeat a row of ``measurements.json``.
 
 **Device variants** the sources leave unstated, decided by the rule above, not by the errors: LLM-Inference-Bench's
 A100 is ``a100-40gb`` (Argonne's Polaris nodes carry A100-SXM4-40GB) and its H100 ``h100-sxm`` (its nvidia-smi
 prints "H100 80GB HBM3"); the Red Hat cards' A100 and H100 are ``a100-80gb`` and ``h100-sxm`` (their cost
 column implies Lambda's on-demand SXM prices, $1.79 and $3.29 an hour), their A6000 ``rtx-a6000``; the Qwen tables
-state "A100 80GB"; GPUStack's H100 is SXM (stated).  The GPU count is the TP degree.
+state "A100 80GB" and "H20 96GB"; GPUStack's H100 is SXM (stated).  The GPU count is the TP degree.  LLM-Inference-
+Bench states no vLLM version: its rows are priced as V0 (published 2024-10, before V1 was the default).
 
 **Each metric as its source timed it**, at batch ``b`` over a prompt of ``P`` and an output of ``O`` tokens:
 ``e2e_latency_s = prefill(P) + sum_{i=1}^{O-1} step(P + i)`` (one prefill pass of the prompt, whose step gives the
-first token, then ``O - 1`` decode steps at a growing context); ``e2e_tok_s = O / e2e_latency_s``;
-``tpot_ms`` = the mean decode step.  ``step`` and ``prefill`` are the model's ``wall`` times (an engine step:
-``t_step + max(kernels, launches)``).  int8 w8a8 checkpoints are priced as 8-bit weights (their activation
-quantization is not modelled); every format's efficiencies are the bf16 fit's (an assumption).
+first token, then ``O - 1`` decode steps at a growing context); ``e2e_tok_s`` and ``tok_s_per_user`` ``O /
+e2e_latency_s``; ``output_throughput_tok_s`` ``b O / e2e_latency_s``; ``tpot_ms`` and ``itl_ms`` the mean decode step.
+``step`` and ``prefill`` are the model's ``wall`` times (an engine step: ``t_step + max(kernels, launches)``).  int8
+w8a8 checkpoints are priced as 8-bit weights (their activation quantization is not modelled); every format's
+efficiencies are the bf16 fit's (an assumption).
 """
 
 from __future__ import annotations
@@ -49,20 +59,42 @@ from lrsim.gpu.archs import load_arch
 from lrsim.gpu.model import forward_s
 from lrsim.gpu.synthesize import check_fits, parse_spec
 
-DATA = ROOT / "studies" / "data" / "vllm_public" / "measurements.json"
+DATA_DIR = ROOT / "studies" / "data" / "vllm_public"
+DATA = DATA_DIR / "measurements.json"
+CURRENT = ("current-releases.json", "current-releases-2.json")  #: issue 40's rows (their rule: DATA_DIR/README.md)
 FIGURES = ROOT / "figures"
 OUT_JSON = FIGURES / "vllm_public_check.json"
-CALIBRATION_IDS = ("lr-readme-qwen3-32b-h200-tp2-ar",)
+CLIENT_IDS = ("lr-readme-qwen3-32b-h200-tp2-ar",)  #: the official LR code's client overhead is fitted on it
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "int4": "int4"}
+METRICS = ("e2e_latency_s", "e2e_tok_s", "tok_s_per_user", "output_throughput_tok_s", "tpot_ms", "itl_ms")
 TARGET_MEAN, TARGET_WORST = 0.10, 0.20
+LR_REGIME = 0.05  #: issue 40: mean |error| on decode-dominated bf16/fp8 rows of contexts up to 16K, batch 1-8
 # rows that state totals instead of per-request lengths: the means of those totals (prompt, output tokens)
 MEAN_LENGTHS = {"gpustack": (round(23260 / 100), round(22061 / 100))}  # ShareGPT, 100 prompts (the row's notes)
+STATED = {"a100-80gb", "a100-40gb", "h100-sxm", "h100-pcie", "h200", "b200", "h20", "l40s"}
+
+
+def load_rows() -> list[dict]:
+    """Every row: ``measurements.json``, then the current-release files (each row knows its file)."""
+    out = []
+    for name in ("measurements.json", *CURRENT):
+        path = DATA_DIR / name
+        if path.is_file():
+            out += [r | {"file": name} for r in json.loads(path.read_text(encoding="utf-8"))["rows"]]
+    return out
+
+
+def fitted_ids() -> dict[str, str]:
+    """Row id -> the engine whose constant is fitted on it (``studies/fit_engines.py``)."""
+    from fit_engines import FITTED
+
+    return {rid: e for e, (_, rid, _, _) in FITTED.items()}
 
 
 def device_of(row: dict) -> tuple[str | None, str]:
     """The device spec a row ran on, and why (None: no spec, or the variant cannot be told)."""
     d, src = row["device"], row["source"]["title"]
-    if d in ("a100-80gb", "h100-sxm", "h200"):
+    if d in STATED:
         return d, "stated"
     if d == "gh200":
         return None, "GH200 variant unstated (96 GB HBM3 or 144 GB HBM3e)"
@@ -70,19 +102,65 @@ def device_of(row: dict) -> tuple[str | None, str]:
         return {"a100": "a100-40gb", "h100": "h100-sxm"}[d], "inferred: Argonne's testbeds (module docstring)"
     if d == "a6000":
         return "rtx-a6000", "stated (RTX A6000)"
-    if d in ("a100", "h100"):
+    if d in ("a100", "h100") and "model card" in src:
         return {"a100": "a100-80gb", "h100": "h100-sxm"}[d], "inferred: the card's cost column (Lambda SXM prices)"
-    return None, f"no device spec for {d!r}"
+    return None, f"device {d!r}: no device spec, or its variant is unstated"
 
 
-def excluded(row: dict) -> str | None:
+def engine_of(row: dict):
+    """The engine model of the row's release (:func:`lrsim.gpu.engines.engine_for`); LLM-Inference-Bench's
+    unstated vLLM is V0 (module docstring)."""
+    from lrsim.gpu.engines import engine_for
+
+    v = row.get("engine_version")
+    if not v and "LLM-Inference-Bench" in row["source"]["title"]:
+        v = "0.6"
+    return engine_for(row["engine"], v)
+
+
+def _repeats(row: dict, rows: list[dict]) -> bool:
+    """A current-release row that repeats a row of ``measurements.json`` (source, model, GPU, batch, metric)."""
+    if row.get("file", "measurements.json") == "measurements.json":
+        return False
+    key = (row["source"]["title"], row["model"], row["device"], row["batch"], row["metric"], row["value"])
+    return any(r.get("file", "measurements.json") == "measurements.json" and (r["source"]["title"], r["model"], r["device"], r["batch"],
+                                                     r["metric"], r["value"]) == key for r in rows)
+
+
+def version_stated(v: str) -> bool:
+    """An engine release number the source states (not a container's, a branch or an image tag)."""
+    words = ("not stated", "unstated", "main", "latest", "nim")
+    return any(c.isdigit() for c in v) and not any(w in v.lower() for w in words)
+
+
+def excluded(row: dict, rows: list[dict] = ()) -> str | None:
     """Why a row is outside the scope rule (None: predicted)."""
-    if row["id"] in CALIBRATION_IDS:
-        return "calibration row: the engine's step time is fitted on it"
+    fit = fitted_ids()
+    if row["id"] in fit:
+        return f"calibration row: the {fit[row['id']]} engine's step time is fitted on it"
+    if row["id"] in CLIENT_IDS:
+        return "calibration row: the official LR code's client overhead is fitted on it (studies/fit_engines.py)"
     if row.get("cuda_graphs") is False:
         return "enforce_eager=True: CUDA graphs off, an engine mode the model does not price"
+    v = str(row.get("engine_version") or "")
+    if row.get("file", "measurements.json") != "measurements.json" and not version_stated(v):
+        return f"engine version unstated ({v or 'none'})"
     dev, why = device_of(row)
-    return None if dev is not None else why
+    if dev is None:
+        return why
+    if row["metric"] not in METRICS:
+        return f"metric {row['metric']!r} not priced"
+    try:
+        load_arch(row["arch"])
+    except InputError:
+        return f"architecture {row['arch']!r}: no shipped config describes it"
+    try:
+        lengths(row)
+    except InputError:
+        return "no prompt/output lengths and no dataset totals"
+    if rows and _repeats(row, rows):
+        return "repeats a row of measurements.json"
+    return None
 
 
 def _steps_s(s, P: int, O: int, b: int) -> np.ndarray:
@@ -98,17 +176,17 @@ def lengths(row: dict) -> tuple[int, int]:
     for prefix, means in MEAN_LENGTHS.items():
         if row["id"].startswith(prefix):
             return means
-    if row["id"] in CALIBRATION_IDS:
-        from fit_vllm_engine import CALIBRATION
+    if row["id"] in CLIENT_IDS:
+        from fit_engines import CLIENT
 
-        return CALIBRATION["prompt_tokens"], CALIBRATION["answer_tokens"]
+        return CLIENT["prompt_tokens"], CLIENT["answer_tokens"]
     raise InputError(f"{row['id']}: no prompt/output lengths")
 
 
 def predict(row: dict) -> dict:
     """The model's value of the row's metric, and the parts it is made of."""
     dev, _ = device_of(row)
-    spec = parse_spec(f"{dev}:tp{row['tp']}:{DTYPES[row['dtype']]}:vllm"
+    spec = parse_spec(f"{dev}:tp{row['tp']}:{DTYPES[row['dtype']]}:{engine_of(row).name}"
                       + (":kv-fp8" if row.get("kv_dtype") == "fp8" else ""))
     s = spec.setup(load_arch(row["arch"]))
     check_fits(s)
@@ -117,10 +195,11 @@ def predict(row: dict) -> dict:
     steps = _steps_s(s, P, O, b)
     prefill = float(forward_s(s, 0.0, float(b), float(max(P, 1)), "wall", prefill=True))
     e2e = prefill + float(steps.sum())
-    value = {"e2e_latency_s": e2e, "e2e_tok_s": O / e2e,
-             "tpot_ms": 1e3 * float(steps.mean()) if len(steps) else None}[row["metric"]]
-    return {"predicted": value, "prefill_share": prefill / e2e, "spec": spec.text(),
-            "mean_step_ms": 1e3 * float(steps.mean()) if len(steps) else None}
+    step = 1e3 * float(steps.mean()) if len(steps) else None
+    value = {"e2e_latency_s": e2e, "e2e_tok_s": O / e2e, "tok_s_per_user": O / e2e,
+             "output_throughput_tok_s": b * O / e2e, "tpot_ms": step, "itl_ms": step}[row["metric"]]
+    return {"predicted": value, "prefill_share": prefill / e2e, "spec": spec.text(), "engine": spec.engine,
+            "mean_step_ms": step}
 
 
 def twin(row: dict, rows: list[dict]) -> dict | None:
@@ -140,9 +219,7 @@ def tags(row: dict, p: dict, rows: list[dict] = ()) -> list[str]:
         out.append(f"the source's unquantized run at these lengths: {t['value']:g} s (TP {t['tp']}), "
                    f"{row['value'] / t['value']:.2f}x of it")
     v = row.get("engine_version") or ""
-    if v and tuple(int(x) for x in v.split(".")[:2]) < (0, 8):
-        out.append(f"vLLM {v} (V0 engine: full CUDA graphs, its own host time per step)")
-    elif not v:
+    if not v and row["engine"] == "vllm":
         out.append("vLLM version unstated (V0 era)")
     if row["metric"] == "e2e_latency_s" and row["value"] < 2 and round(row["value"], 1) == row["value"]:
         out.append(f"value rounded to 0.1 s: +-{0.05 / row['value']:.0%} from rounding alone")
@@ -158,18 +235,20 @@ def tags(row: dict, p: dict, rows: list[dict] = ()) -> list[str]:
 def run_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """(predicted rows, excluded rows with the reason)."""
     done, skipped = [], []
+    calibrating = set(fitted_ids()) | set(CLIENT_IDS)
     for r in rows:
-        why = excluded(r)
+        why = excluded(r, rows)
         if why is None:
             try:
                 p = predict(r)
             except InputError as e:
                 why = f"the model refuses it: {e}"
         if why is not None:
-            skipped.append({"id": r["id"], "why": why, "calibration": r["id"] in CALIBRATION_IDS})
+            skipped.append({"id": r["id"], "file": r.get("file", "measurements.json"), "why": why, "calibration": r["id"] in calibrating})
             continue
         err = p["predicted"] / r["value"] - 1
-        done.append({"id": r["id"], "source": r["source"]["title"], "url": r["source"]["url"], "model": r["model"],
+        done.append({"id": r["id"], "file": r.get("file", "measurements.json"), "source": r["source"]["title"], "url": r["source"]["url"],
+                     "model": r["model"], "family": r["engine"],
                      "arch": r["arch"], "device": device_of(r)[0], "device_why": device_of(r)[1], "tp": r["tp"],
                      "dtype": r["dtype"], "quant": r.get("quant_method"), "version": r.get("engine_version"),
                      "batch": r["batch"], "prompt": lengths(r)[0], "output": lengths(r)[1],
@@ -178,12 +257,15 @@ def run_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def calibration(rows: list[dict]) -> list[dict]:
-    """The calibration row(s), predicted like the others (they reproduce by construction, up to the context)."""
+    """The calibration rows, predicted like the others (each reproduces by construction, up to the context; the
+    LR README's row without its client overhead)."""
     out = []
+    fit = fitted_ids()
     for r in rows:
-        if r["id"] in CALIBRATION_IDS:
-            p = predict(r | {"metric": "tpot_ms"})
-            out.append({"id": r["id"], "measured_tok_s": r["value"], "modelled_step_ms": p["mean_step_ms"]})
+        if r["id"] in fit or r["id"] in CLIENT_IDS:
+            p = predict(r)
+            out.append({"id": r["id"], "engine": p["engine"], "metric": r["metric"], "measured": r["value"],
+                        "modelled": p["predicted"], "for": fit.get(r["id"], "the LR client overhead")})
     return out
 
 
@@ -203,6 +285,9 @@ def summary(done: list[dict], key=None) -> list[dict]:
 
 
 BREAKDOWNS = {
+    "engine": lambda d: d["engine"],
+    "engine family": lambda d: d["family"],
+    "file": lambda d: d["file"],
     "source": lambda d: d["source"],
     "device": lambda d: d["device"],
     "dtype": lambda d: d["dtype"] + (" (w8a8)" if d["quant"] and "W8A8" in d["quant"] and d["dtype"] == "int8" else ""),
@@ -222,11 +307,18 @@ def table(stats: list[dict], head: str) -> str:
     return "\n".join(lines)
 
 
+def lr_regime(d: dict) -> bool:
+    """A row of the regime LR runs in: decode-dominated, bf16/fp16/fp8, contexts up to 16K, batch 1-8."""
+    return (d["prefill_share"] < 0.3 and d["dtype"] in ("bf16", "fp16", "fp8") and d["prompt"] + d["output"] <= 16384
+            and d["batch"] <= 8)
+
+
 def row_table(done: list[dict]) -> str:
-    lines = ["| id | model | device | TP | dtype | prompt / output | metric | measured | predicted | error | notes |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| id | engine | model | device | TP | dtype | prompt / output | metric | measured | predicted | error | "
+             "notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in done:
-        lines.append(f"| `{d['id']}` | {d['model']} | {d['device']} | {d['tp']} | {d['dtype']} | {d['prompt']} / "
+        lines.append(f"| `{d['id']}` | {d['engine']} | {d['model']} | {d['device']} | {d['tp']} | {d['dtype']} | "
+                     f"{d['prompt']} / "
                      f"{d['output']} | {d['metric']} | {d['measured']:g} | {d['predicted']:.4g} | {d['error']:+.1%} | "
                      f"{'; '.join(d['tags'])} |")
     return "\n".join(lines)
@@ -238,8 +330,19 @@ def report(res: dict) -> str:
            table(summary(done), "set"), ""]
     for name, key in BREAKDOWNS.items():
         out += [f"by {name}:", table(summary(done, key), name), ""]
-    out.append("calibration: " + "; ".join(f"{c['id']}: measured {c['measured_tok_s']} tok/s, modelled step "
-                                            f"{c['modelled_step_ms']:.2f} ms" for c in res["calibration"]))
+    out.append("calibration rows (" + "; ".join(f"{c['id']} on {c['engine']}, for {c['for']}: measured "
+                                              f"{c['metric']} {c['measured']:g}, modelled {c['modelled']:.4g}"
+                                              for c in res["calibration"]) + ")")
+    lr = [d for d in done if lr_regime(d)]
+    if lr:
+        mean = statistics.fmean(abs(d["error"]) for d in lr)
+        out.append(f"the regime LR runs in (decode-dominated: prefill < 30% of the time; bf16/fp8; contexts up to "
+                   f"16K; batch 1-8): {len(lr)} rows, mean |error| {mean:.1%} (target {LR_REGIME:.0%}: "
+                   f"{'met' if mean <= LR_REGIME else 'not met'})")
+    groups = [g for name in ("engine family", "device", "dtype", "context") for g in summary(done, BREAKDOWNS[name])
+              if g["rows"] >= 10 and (g["mean_abs"] > TARGET_MEAN or abs(g["worst"]) > TARGET_WORST)]
+    out.append(f"groups of 10+ rows missing mean <= {TARGET_MEAN:.0%} or worst <= {TARGET_WORST:.0%}: "
+               + (", ".join(f"{g['group']} ({g['mean_abs']:.1%}, worst {g['worst']:+.1%})" for g in groups) or "none"))
     skipped: dict[str, int] = {}
     for s in res["skipped"]:
         skipped[s["why"]] = skipped.get(s["why"], 0) + 1
@@ -267,7 +370,7 @@ def figure(res: dict):
     metrics = sorted({d["metric"] for d in res["rows"]})
     fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=metrics)
     sources = sorted({d["source"] for d in res["rows"]})
-    colors = dict(zip(sources, qualitative.D3))
+    colors = dict(zip(sources, qualitative.Dark24))
     shown: set[str] = set()
     for i, m in enumerate(metrics, 1):
         ds = [d for d in res["rows"] if d["metric"] == m]
@@ -288,7 +391,8 @@ def figure(res: dict):
                           row=1, col=i)
         fig.update_xaxes(type="log", title_text=f"measured {m}", row=1, col=i)
         fig.update_yaxes(type="log", title_text=f"predicted {m}", row=1, col=i)
-    fig.update_layout(title="lrsim.gpu's vllm engine vs published single-request vLLM measurements (dotted: +-20%)",
+    fig.update_layout(title="lrsim.gpu's engines vs published single-request measurements, each row on its release's "
+                            "engine model (dotted: +-20%)",
                       template="plotly_white", width=1200, height=640, margin={"b": 170},
                       legend={"orientation": "h", "y": -0.22, "font": {"size": 10}})
     return fig
@@ -313,10 +417,10 @@ def main() -> int:
     if a.replot:
         res = json.loads(OUT_JSON.read_text(encoding="utf-8"))
     else:
-        data = json.loads(DATA.read_text(encoding="utf-8"))
-        done, skipped = run_rows(data["rows"])
-        res = {"data": str(DATA.relative_to(ROOT)), "rows": done, "skipped": skipped,
-               "calibration": calibration(data["rows"]),
+        rows = load_rows()
+        done, skipped = run_rows(rows)
+        res = {"data": [str((DATA_DIR / f).relative_to(ROOT)) for f in ("measurements.json", *CURRENT)],
+               "rows": done, "skipped": skipped, "calibration": calibration(rows),
                "summary": {k: summary(done, f) for k, f in {"all": None, **BREAKDOWNS}.items()}}
         from lrsim.atomic import atomic_write
 
@@ -328,7 +432,7 @@ def main() -> int:
     if a.rows:
         from lrsim.atomic import atomic_write
 
-        head = ("# Published vLLM measurements, row by row\n\nGenerated by `python studies/vllm_public_check.py "
+        head = ("# Published engine measurements, row by row\n\nGenerated by `python studies/vllm_public_check.py "
                 "--rows docs/validation/vllm-public-rows.md`; the summary and the scope rule: "
                 "[vLLM public measurements](vllm-public.md).\n\n")
         atomic_write(a.rows, head + row_table(res["rows"]) + "\n")

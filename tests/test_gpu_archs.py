@@ -1,6 +1,7 @@
 """lrsim.gpu.archs: shipped configs against published parameter counts, aliases, any config.json, what is refused.
 
 Fast and torch-free; no model is built (tests/test_lrref_profile.py builds the measured shapes on the meta device).
+The mixture-of-experts and MLA configs: tests/test_gpu_archs_moe.py.
 """
 
 import json
@@ -108,8 +109,11 @@ def test_shipped_shapes_give_the_published_parameter_counts(name):
     assert load_arch(name).params == PUBLISHED[name][0], PUBLISHED[name][1]
 
 
-def test_every_shipped_file_is_a_sourced_dense_decoder():
-    assert set(PUBLISHED) | {"tiny", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"} == set(shipped())
+def test_every_shipped_file_is_a_sourced_decoder():
+    dense = set(PUBLISHED) | {"tiny", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "qwen3-0.6b"}
+    moe = {"qwen3-30b-a3b", "qwen3-coder-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "mixtral-8x7b",
+           "deepseek-v3"}  # tests/test_gpu_archs_moe.py checks them against their published counts
+    assert dense | moe == set(shipped()) and {n for n in shipped() if load_arch(n).is_moe} == moe
     for n in shipped():
         a = load_arch(n)
         assert a.name == n and json.loads((ARCH_DIR / f"{n}.json").read_text())["_source"]
@@ -205,9 +209,9 @@ def test_lrref_random_weights_take_aliases_and_refuse_unknown_names_in_one_line(
     assert (rw.target.name, rw.draft.name) == ("qwen2.5-coder-1.5b", "qwen2.5-1.5b")
     assert parse("TINY", 12, 24).target.name == "tiny"
     with pytest.raises(UsageError) as e:
-        parse("Qwen/Qwen3-30B-A3B", 12, 24)
+        parse("Qwen/Qwen3-Next-80B-A3B-Instruct", 12, 24)
     msg = str(e.value)
-    assert "unknown architecture 'Qwen/Qwen3-30B-A3B'" in msg and "llama-2-7b" in msg and "\n" not in msg
+    assert "unknown architecture 'Qwen/Qwen3-Next-80B-A3B-Instruct'" in msg and "llama-2-7b" in msg and "\n" not in msg
 
 
 def test_a_config_file_or_directory_loads(tmp_path, monkeypatch):
@@ -236,11 +240,16 @@ def test_a_config_file_or_directory_loads(tmp_path, monkeypatch):
     ({"model_type": "llama", "hidden_size": 64}, "missing num_hidden_layers"),
     ({**MISTRAL_7B, "hidden_size": "big"}, "hidden_size must be a positive integer"),
     ({**MISTRAL_7B, "num_key_value_heads": 5}, "grouped-query"),
-    (QWEN3_30B_A3B, "mixture-of-experts configs are not modelled (num_experts = 128); the model prices dense "
-                    "decoders only"),
-    ({**MISTRAL_7B, "model_type": "mixtral", "num_local_experts": 8}, "(num_local_experts = 8)"),
-    ({**MISTRAL_7B, "model_type": "deepseek_v3", "n_routed_experts": 256}, "(n_routed_experts = 256)"),
-    ({**MISTRAL_7B, "model_type": "qwen2_moe"}, "(model_type qwen2_moe)"),
+    ({k: v for k, v in QWEN3_30B_A3B.items() if k != "num_experts_per_tok"},
+     "qwen3_moe config needs num_experts_per_tok (missing)"),
+    ({**MISTRAL_7B, "model_type": "mixtral", "num_local_experts": 8}, "mixtral config needs num_experts_per_tok"),
+    ({**MISTRAL_7B, "model_type": "deepseek_v3", "n_routed_experts": 256, "num_experts_per_tok": 8},
+     "deepseek_v3 config needs moe_intermediate_size (missing)"),
+    ({**MISTRAL_7B, "model_type": "qwen2_moe"}, "qwen2_moe config needs num_experts (missing)"),
+    ({**QWEN3_30B_A3B, "num_experts_per_tok": 129}, "num_experts_per_tok 129 is more than the 128 experts"),
+    ({**MISTRAL_7B, "model_type": "olmoe", "num_experts": 64}, "mixture-of-experts and MLA configs are read for "
+     "model_type deepseek_v2, deepseek_v3, gpt_oss, mixtral, qwen2_moe, qwen3_moe only, not olmoe (num_experts = 64)"),
+    ({**MISTRAL_7B, "model_type": "granitemoe"}, "not granitemoe (model_type granitemoe)"),
     ({"model_type": "llava", "text_config": {"model_type": "llama"}}, "multimodal config"),
 ])
 def test_bad_configs_are_one_line_naming_the_file(tmp_path, content, msg):
@@ -271,15 +280,18 @@ def test_cli_synthesizes_a_config_path_and_an_alias(tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_cli_refuses_moe_and_unknown_names_in_one_line_exit_2(tmp_path, capsys):
+def test_cli_refuses_moe_pricing_and_unknown_names_in_one_line_exit_2(tmp_path, capsys):
     out = tmp_path / "p.json"
-    moe = write(tmp_path / "Qwen3-30B-A3B" / "config.json", QWEN3_30B_A3B)
+    moe = write(tmp_path / "Qwen3-30B-A3B" / "config.json", QWEN3_30B_A3B)  # read, but not priced yet
     err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", str(moe.parent), "--out", str(out)],
                           capsys, out)
-    assert "mixture-of-experts configs are not modelled (num_experts = 128)" in err and "config.json" in err
+    assert "Qwen3-30B-A3B: mixture-of-experts pricing is not modelled yet (128 routed experts, 8 per token" in err
     err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", "Qwen/Qwen3-30B-A3B", "--out", str(out)],
                           capsys, out)
-    assert "unknown architecture 'Qwen/Qwen3-30B-A3B': shipped are " in err and "llama-3.1-8b" in err
+    assert "qwen3-30b-a3b: mixture-of-experts pricing is not modelled yet" in err
+    err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", "Qwen/Qwen3-Next-80B-A3B", "--out",
+                           str(out)], capsys, out)
+    assert "unknown architecture 'Qwen/Qwen3-Next-80B-A3B': shipped are " in err and "llama-3.1-8b" in err
 
 
 def test_lrref_resolves_the_same_aliases():

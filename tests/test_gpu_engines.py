@@ -10,6 +10,7 @@ from lrsim import cli
 from lrsim.cost.hardware import HardwareSpec
 from lrsim.errors import InputError
 from lrsim.gpu import engine_vllm
+from lrsim.gpu.engines import engine_for, get_engine, listing
 from lrsim.gpu.archs import from_config, load_arch
 from lrsim.gpu.collectives import all_reduce, custom_all_reduce, nccl_all_gather, nccl_all_reduce
 from lrsim.gpu.devices import DeviceSpec, get_device
@@ -87,13 +88,71 @@ def test_vllm_attention_reads_kv_once_per_kv_head_by_hand():
 
 
 def test_vllm_wall_is_step_plus_the_larger_of_kernels_and_launches():
-    s = toy()
+    s = toy(engine="vllm-0.10")  # piecewise CUDA graphs
     k = float(forward_s(s, 0, 1, 1, "kernel_sum"))
-    step = engine_vllm.constants()["step_us"] * 1e-6
+    step = get_engine("vllm-0.10").step_us * 1e-6
     graphs = (1 * 2 + engine_vllm.TAIL_LAUNCHES) * 10e-6  # one layer: a graph and the attention call; the tail
     assert float(forward_s(s, 0, 1, 1, "wall")) == pytest.approx(step + max(k, graphs))
     big = float(forward_s(s, 0, 1, 1024, "wall"))  # beyond the capture size: every kernel launched eagerly
     assert big == pytest.approx(step + max(float(forward_s(s, 0, 1, 1024)), kernels(s) * 10e-6))
+
+
+@pytest.mark.parametrize("engine, decode, verify, prefill", [
+    ("vllm-0.10", "piecewise", "piecewise", "eager"),  # PIECEWISE up to 512 tokens
+    ("vllm-0.11", "full", "piecewise", "eager"),  # FULL_AND_PIECEWISE: full graphs for uniform decode batches
+    ("vllm", "full", "piecewise", "eager"),
+    ("vllm-v0", "full", "eager", "eager"),  # V0: decode graphs up to batch 256, the rest eager
+    ("sglang", "full", "eager", "eager"),
+    ("trtllm", "full", "eager", "eager"),
+    ("hf-eager", "eager", "eager", "eager"),
+])
+def test_each_release_launches_a_pass_as_its_cuda_graphs_run_it(engine, decode, verify, prefill):
+    e = get_engine(engine)
+    assert (e.graph(1, 4), e.graph(5, 20), e.graph(1, 4096)) == (decode, verify, prefill)
+    if engine == "hf-eager":
+        return
+    s = toy(engine=engine)
+    launches = {"full": 1 + engine_vllm.TAIL_LAUNCHES, "piecewise": 2 + engine_vllm.TAIL_LAUNCHES,
+                "eager": kernels(s)}
+    for (M, q), mode in (((4, 1), decode), ((20, 5), verify), ((4096, 1), prefill)):
+        assert float(engine_vllm.host_s(s, M, q)) == pytest.approx(launches[mode] * 10e-6), (M, q)
+        k = float(forward_s(s, 0, M / q, q, "kernel_sum"))
+        assert float(forward_s(s, 0, M / q, q, "wall")) == pytest.approx(e.step_us * 1e-6 + max(k, launches[mode]
+                                                                                                * 10e-6))
+
+
+def test_releases_map_to_their_engines_and_every_constant_has_a_source():
+    assert [engine_for("vllm", v).name for v in ("0.4.2", "0.7.2", "0.8.0", "0.10.1", "0.11.0", "0.13.2", "0.14.0",
+                                                  "0.20.1")] == ["vllm-v0", "vllm-v0", "vllm-0.10", "vllm-0.10",
+                                                                 "vllm-0.11", "vllm-0.11", "vllm", "vllm"]
+    assert engine_for("vllm").name == "vllm" and engine_for("sglang", "0.5.3").name == "sglang"
+    with pytest.raises(InputError, match="unknown engine family 'tgi'"):
+        engine_for("tgi", "2.0")
+    with pytest.raises(InputError, match="unknown engine 'mlc': known are vllm, "):
+        get_engine("mlc")
+    fitted = []
+    for name in ("vllm", "vllm-0.11", "vllm-0.10", "vllm-v0", "sglang", "trtllm"):
+        e = get_engine(name)
+        assert e.kernels == "fused" and e.step_us > 0, name
+        for k in ("cuda_graphs", "capture_tokens", "overlap", "step_us", "usable_memory"):
+            assert e.sources[k]["from"], (name, k)
+        if e.fitted:
+            fitted.append(e.fitted)
+    assert len(fitted) == len(set(fitted)) == 4  # at most one row per engine, never one row for two
+    assert get_engine("vllm").overlap and not get_engine("vllm-0.11").overlap
+    out = listing()
+    assert out.splitlines()[1].startswith("vllm ") and "release notes: vLLM v0.14.0" in out
+
+
+def test_a_spec_names_an_engine_release():
+    assert parse_spec("h200:tp2:sglang").engine == "sglang"
+    assert parse_spec("model:b200:tp1:vllm-0.10").text() == "b200:tp1:bf16:vllm-0.10:wall"
+    assert parse_spec("h100").engine == "vllm"
+    with pytest.raises(InputError, match="unknown suffix 'mlc'"):
+        parse_spec("h100:mlc")
+    h100 = load_arch("qwen3-8b")
+    new, old = (float(forward_s(parse_spec(f"h100:{e}").setup(h100), 512, 1, 1, "wall")) for e in ("vllm", "vllm-0.10"))
+    assert new < old  # full graphs and an overlapping scheduler: a faster decode step
 
 
 def test_vllm_is_cheaper_than_hf_eager_where_kernels_dominate():
@@ -127,7 +186,7 @@ def test_hf_eager_prices_bf16_only():
     with pytest.raises(InputError, match="hf-eager engine is priced in bf16"):
         Setup(ARCH, TOY, EFF, 1, "hf-eager", "fp8")
     with pytest.raises(InputError, match="unknown engine"):
-        Setup(ARCH, TOY, EFF, 1, "sglang")
+        Setup(ARCH, TOY, EFF, 1, "mlc")
 
 
 # ----------------------------------------------------------------------------- placement

@@ -99,10 +99,10 @@ def custom_all_reduce(s: Setup, nbytes):
 
 
 def all_reduce(s: Setup, nbytes):
-    """An all-reduce as the setup's engine runs it: vLLM's custom kernel where it applies (up to 8 MiB), else
-    NCCL; 0 without TP."""
+    """An all-reduce as the setup's engine runs it: its custom kernel (vLLM's, SGLang's, TensorRT-LLM's) where it
+    applies (up to 8 MiB), else NCCL; 0 without TP."""
     if s.tp == 1:
         return 0.0 * nbytes
-    if s.engine == "vllm" and custom_applies(s):
+    if s.runtime.custom_all_reduce and custom_applies(s):
         return np.where(nbytes <= CUSTOM_AR_MAX, custom_all_reduce(s, nbytes), nccl_all_reduce(s, nbytes))
     return nccl_all_reduce(s, nbytes)

@@ -1,4 +1,4 @@
-"""``lrsim profiles --devices`` and ``lrsim profiles --synthesize SPEC``: the command logic (parsed args -> text).
+"""``lrsim profiles --devices``, ``--engines`` and ``--synthesize SPEC``: the command logic (parsed args -> text).
 
 ``lrsim/cli.py`` adds the flags to its ``profiles`` subcommand and calls
 :func:`run`; it returns the text to print, or ``None`` when neither flag was
@@ -19,6 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The hardware-model flags of ``lrsim profiles`` (kept here so the CLI's edit stays a few lines)."""
     g = p.add_argument_group("hardware model (modelled profiles for GPUs nobody profiled: docs/gpu-model.md)")
     g.add_argument("--devices", action="store_true", help="list the device specs the model knows (datasheet peaks)")
+    g.add_argument("--engines", action="store_true", help="list the engine releases the model prices (vllm, "
+                   "vllm-0.11, vllm-0.10, vllm-v0, sglang, trtllm, hf-eager), each constant with its source")
     g.add_argument("--synthesize", metavar="SPEC", help=f"write a modelled profile for {SPEC_SYNTAX} (DEVICE: a name "
                    "from --devices or a device JSON file; default TP 1, bf16, the vllm engine, wall time); with "
                    "--arch one architecture (a name, an alias or a config.json), else every shipped one")
@@ -77,6 +79,10 @@ def run(a: argparse.Namespace) -> str | None:
     """Dispatch ``profiles --devices`` / ``--synthesize``; ``None`` when neither was given."""
     if getattr(a, "devices", False):
         return devices_report(a.json)
+    if getattr(a, "engines", False):
+        from .engines import listing
+
+        return listing(a.json)
     if getattr(a, "synthesize", None):
         return synthesize_command(a)
     for flag, default in (("out", None), ("tp", None), ("timed", None)):

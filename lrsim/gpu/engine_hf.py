@@ -94,6 +94,6 @@ def kernels(s: Setup) -> int:
     return s.arch.layers * per_layer + FORWARD_KERNELS + (s.tp > 1)
 
 
-def wall_s(s: Setup, kernel_sum, M):
+def wall_s(s: Setup, kernel_sum, M, q=1.0):
     """Eager wall time: the host launches every kernel while the device runs behind it."""
     return np.maximum(kernel_sum, kernels(s) * s.host_s)

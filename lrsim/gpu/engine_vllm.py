@@ -1,5 +1,6 @@
-"""The ``vllm`` engine: vLLM's V1 model runner (v0.10.1, the version the official LR code runs) with piecewise CUDA
-graphs, FlashAttention over a paged KV cache, fused kernels and merged projections.
+"""The fused operators of the serving engines: vLLM's V1 model runner (read at v0.10.1, the version the official LR
+code runs; SGLang and TensorRT-LLM run the same fusions), FlashAttention over a paged KV cache, fused kernels and
+merged projections.
 
 Per decoder layer (``vllm/model_executor/models/qwen2.py``, ``qwen3.py``, ``llama.py``; v0.10.1), local heads and
 MLP width divided by the TP degree ``n`` (KV heads replicated where ``n`` exceeds them):
@@ -23,26 +24,22 @@ the LM head (bf16, vocab-parallel; the logits of every fed position, as speculat
 prompt's last position only in a prefill), the logits' all-gather under TP (NCCL), and the sampler (greedy:
 logits to fp32 and argmax) with the step's input copies.
 
-**Timing.**  ``kernel_sum`` is the sum of the operators (each a roofline plus ``t_k``, :mod:`lrsim.gpu.ops`).
-``wall`` is what one engine step takes::
+**Timing** (the engine release's, :mod:`lrsim.gpu.engines`).  ``kernel_sum`` is the sum of the operators (each a
+roofline plus ``t_k``, :mod:`lrsim.gpu.ops`).  ``wall`` is what one engine step takes::
 
     wall = t_step + max(kernel sum, host launches)
 
-- Up to ``capture_tokens`` tokens per pass (vLLM's largest CUDA-graph capture size, 512 by default) the layers
-  run as piecewise CUDA graphs split at attention (``CompilationConfig.splitting_ops``): the host launches two
-  things per layer (a graph and the attention call) and the eager logits/sampler tail; beyond it (large
-  prefills) every kernel is launched eagerly.  Each launch costs the fitted ``t_host`` (an assumption: the
-  fit is of transformers' eager launches).
-- ``t_step`` is the engine's host time per step outside the forward (scheduling, input preparation, the sampled
-  tokens' copy back, output processing): the one vLLM constant fitted on vLLM data
-  (``lrsim/data/gpus/engine-vllm.json``, ``studies/fit_vllm_engine.py``).
+- The host's launches follow the release's CUDA-graph mode: a full graph (one launch, then the eager logits and
+  sampler tail), piecewise graphs split at attention (``CompilationConfig.splitting_ops``: a graph and the
+  attention call per layer, then the tail), or every kernel eagerly (no graph: beyond the capture size, or a pass
+  the mode leaves out).  Each launch costs the fitted ``t_host`` (an assumption: the fit is of transformers'
+  eager launches).
+- ``t_step`` is the host time per step the device waits for (scheduling, input preparation, the sampled tokens'
+  copy back, output processing; with an overlapping scheduler, the gap that stays exposed): each engine's one
+  fitted constant (``studies/fit_engines.py``).
 """
 
 from __future__ import annotations
-
-import functools
-import json
-from pathlib import Path
 
 import numpy as np
 
@@ -51,18 +48,11 @@ from .dtypes import BF16
 from .ops import elementwise, gemm, linear, mem_s
 from .setup import Setup
 
-ENGINE_FILE = Path(__file__).resolve().parents[1] / "data" / "gpus" / "engine-vllm.json"
 LAYER_KERNELS = 10  # 2 norms, qkv, rope, cache write, attention, o, gate_up, act, down
 QK_NORM_KERNELS = 2
 PASS_KERNELS = 1 + 1 + 1 + 3 + 4  # embedding, final norm, LM head, sampler (fp32 cast, argmax, copy), input copies
 TAIL_LAUNCHES = 1 + 3 + 4  # launched eagerly after the graphs: LM head, sampler, and the input copies before them
 GRAPH_LAUNCHES_PER_LAYER = 2  # a piecewise graph and the attention call
-
-
-@functools.lru_cache(maxsize=1)
-def constants() -> dict:
-    """The engine's constants and their provenance (``lrsim/data/gpus/engine-vllm.json``)."""
-    return json.loads(ENGINE_FILE.read_text(encoding="utf-8"))
 
 
 def attention(s: Setup, L, b, q, prefill: bool = False):
@@ -120,12 +110,19 @@ def kernels(s: Setup) -> int:
     return s.arch.layers * per_layer + PASS_KERNELS + 3 * (s.tp > 1)
 
 
-def host_s(s: Setup, M):
-    """Host time to launch one pass: piecewise graphs up to the capture size, every kernel beyond it."""
-    graphs = (s.arch.layers * GRAPH_LAUNCHES_PER_LAYER + TAIL_LAUNCHES) * s.host_s
-    return np.where(M <= constants()["capture_tokens"], graphs, kernels(s) * s.host_s)
+def host_s(s: Setup, M, q=1.0):
+    """Host time to launch one pass of ``M`` tokens, ``q`` per row, as the engine release's CUDA graphs run it."""
+    e = s.runtime
+    M, q = np.asarray(M, dtype=float), np.asarray(q, dtype=float)
+    graphed = (M <= e.capture_tokens) & (e.cuda_graphs != "none")
+    full = graphed & ((e.cuda_graphs == "full") | ((q == 1) & (e.cuda_graphs in ("full_and_piecewise",
+                                                                                "full_decode_only"))))
+    piece = graphed & ~full & (e.cuda_graphs in ("piecewise", "full_and_piecewise"))
+    launches = np.where(full, 1 + TAIL_LAUNCHES,
+                        np.where(piece, s.arch.layers * GRAPH_LAUNCHES_PER_LAYER + TAIL_LAUNCHES, kernels(s)))
+    return launches * s.host_s
 
 
-def wall_s(s: Setup, kernel_sum, M):
+def wall_s(s: Setup, kernel_sum, M, q=1.0):
     """One engine step: ``t_step + max(kernel sum, host launches)``."""
-    return constants()["step_us"] * 1e-6 + np.maximum(kernel_sum, host_s(s, M))
+    return s.runtime.step_us * 1e-6 + np.maximum(kernel_sum, host_s(s, M, q))

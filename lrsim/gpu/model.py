@@ -33,11 +33,10 @@ from .engine_hf import attention
 from .ops import elementwise, gemm
 from .setup import Efficiencies, Setup, check_tp
 
-ENGINES = {"vllm": engine_vllm, "hf-eager": engine_hf}
+ENGINES = {"fused": engine_vllm, "hf-eager": engine_hf}  #: operator models by the engine's ``kernels``
 TIMINGS = ("kernel_sum", "wall")
 USABLE_MEMORY = 0.85  # hf-eager: share of the device's memory for weights + KV + activations (reproduces the H100
-# run's skips); vLLM reserves its gpu_memory_utilization, 0.9 by default (vllm/config: CacheConfig)
-USABLE = {"hf-eager": USABLE_MEMORY, "vllm": 0.9}
+# run's skips); each serving engine reserves its own share (lrsim/data/gpus/engines/*.json: usable_memory)
 
 __all__ = [
     "ENGINES",
@@ -56,14 +55,19 @@ __all__ = [
 ]
 
 
+def _ops(s: Setup):
+    """The operator model of the setup's engine."""
+    return ENGINES[s.runtime.kernels]
+
+
 def forward_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
     """Seconds of each operator summed over the pass, as the setup's engine runs it."""
-    return ENGINES[s.engine].forward_ops(s, L, b, q, prefill)
+    return _ops(s).forward_ops(s, L, b, q, prefill)
 
 
 def kernels(s: Setup) -> int:
     """Kernels one pass runs on the setup's engine."""
-    return ENGINES[s.engine].kernels(s)
+    return _ops(s).kernels(s)
 
 
 def forward_s(s: Setup, L, b, q, timed: str = "kernel_sum", prefill: bool = False):
@@ -72,7 +76,7 @@ def forward_s(s: Setup, L, b, q, timed: str = "kernel_sum", prefill: bool = Fals
         raise InputError(f"timing kind must be kernel_sum or wall, got {timed!r}")
     L, b, q = (np.asarray(x, dtype=float) for x in (L, b, q))
     total = sum(forward_ops(s, L, b, q, prefill).values())
-    return ENGINES[s.engine].wall_s(s, total, b * q) if timed == "wall" else total
+    return _ops(s).wall_s(s, total, b * q, q) if timed == "wall" else total
 
 
 def weight_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
@@ -92,9 +96,14 @@ def memory_need(arch: ArchConfig, L, b, q, tp: int = 1, dtype: str = "bf16", kv_
     return weight_bytes(arch, dtype) / tp + kv + acts
 
 
+def usable_share(s: Setup) -> float:
+    """The share of the device's memory the setup's engine gives to weights, KV and activations."""
+    return s.runtime.usable_memory
+
+
 def usable_bytes(s: Setup) -> float:
-    """The share of the device's memory the engine gives to weights, KV and activations."""
-    return USABLE[s.engine] * s.device.memory_bytes
+    """The share of the device's memory the engine gives to weights, KV and activations, in bytes."""
+    return usable_share(s) * s.device.memory_bytes
 
 
 def setup_memory(s: Setup, L, b, q):

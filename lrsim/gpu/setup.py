@@ -9,8 +9,7 @@ from ..errors import InputError
 from .archs import ArchConfig
 from .devices import DeviceSpec
 from .dtypes import BF16, Dtype, get_dtype, kv_bytes
-
-ENGINE_NAMES = ("vllm", "hf-eager")
+from .engines import Engine, get_engine
 
 
 @dataclass(frozen=True)
@@ -37,8 +36,8 @@ class Setup:
     """What one pass runs on: architecture, device, efficiencies, TP degree, engine and number formats.
 
     ``engine``: ``hf-eager`` (transformers' eager forward, what the H100 profiles measured; the default here so
-    that the fit reproduces) or ``vllm``; ``dtype``: the linear layers' weights (:mod:`lrsim.gpu.dtypes`);
-    ``kv_dtype``: the KV cache's.
+    that the fit reproduces) or a serving engine of :mod:`lrsim.gpu.engines` (``vllm``, ``vllm-0.10``, ``sglang``,
+    ...); ``dtype``: the linear layers' weights (:mod:`lrsim.gpu.dtypes`); ``kv_dtype``: the KV cache's.
     """
 
     arch: ArchConfig
@@ -50,13 +49,19 @@ class Setup:
     kv_dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINE_NAMES:
-            raise InputError(f"unknown engine {self.engine!r}: known are {', '.join(ENGINE_NAMES)}")
+        get_engine(self.engine)
         get_dtype(self.dtype)
         kv_bytes(self.kv_dtype)
-        if self.engine == "hf-eager" and (self.dtype not in ("bf16", "fp16") or kv_bytes(self.kv_dtype) != BF16):
+        self.arch.check_priced()  # mixture-of-experts and MLA passes are not priced yet (one line)
+        if self.runtime.kernels == "hf-eager" and (self.dtype not in ("bf16", "fp16")
+                                                    or kv_bytes(self.kv_dtype) != BF16):
             raise InputError(f"the hf-eager engine is priced in bf16 only (weights and KV cache), not "
                              f"{self.dtype} / KV {self.kv_dtype}: use the vllm engine for quantized formats")
+
+    @property
+    def runtime(self) -> Engine:
+        """The engine release this setup prices (:mod:`lrsim.gpu.engines`)."""
+        return get_engine(self.engine)
 
     @property
     def kernel_s(self) -> float:
@@ -91,8 +96,9 @@ def check_tp(arch: ArchConfig, tp: int, engine: str = "hf-eager") -> None:
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise InputError(f"TP degree must be an integer >= 1, got {tp!r}")
-    kv_ok = arch.kv_heads % tp == 0 or (engine == "vllm" and tp % arch.kv_heads == 0)
+    fused = get_engine(engine).kernels == "fused"  # the serving engines replicate KV heads past TP = KV heads
+    kv_ok = arch.kv_heads % tp == 0 or (fused and tp % arch.kv_heads == 0)
     if arch.heads % tp or not kv_ok:
-        rule = " (nor is it a multiple of the KV heads, which vLLM would replicate)" if engine == "vllm" else ""
+        rule = " (nor is it a multiple of the KV heads, which the engine would replicate)" if fused else ""
         raise InputError(f"TP {tp} does not divide {arch.name}'s {arch.heads} attention heads and {arch.kv_heads} "
                          f"KV heads{rule}")

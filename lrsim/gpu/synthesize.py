@@ -7,7 +7,9 @@ A modelled profile is named by a spec, ``model:DEVICE[:tpN][:DTYPE][:ENGINE][:kv
 - ``tpN``: tensor-parallel degree (1);
 - ``DTYPE``: the linear layers' weights, ``bf16`` (default), ``fp16``, ``fp8``, ``int8`` or ``int4``
   (:mod:`lrsim.gpu.dtypes`); ``kv-fp8``: an FP8 KV cache;
-- ``ENGINE``: ``vllm`` (default) or ``hf-eager`` (transformers' eager forward, what ``lrref --backend hf`` runs);
+- ``ENGINE``: an engine release of :mod:`lrsim.gpu.engines` (``lrsim profiles --engines``): ``vllm`` (the
+  default: the current vLLM line), ``vllm-0.11``, ``vllm-0.10``, ``vllm-v0``, ``sglang``, ``trtllm``, or
+  ``hf-eager`` (transformers' eager forward, what ``lrref --backend hf`` runs);
 - timing: ``wall`` (default: an engine step as the user sees it) or ``kernel`` (the device's kernels alone);
   ``eager`` is kept from before engines existed: ``hf-eager`` with ``wall``.
 
@@ -32,17 +34,18 @@ from .archs import ArchConfig, load_arch, shipped
 from .devices import DeviceSpec, get_device
 from .dtypes import DTYPES
 from .fit import MODEL_VERSION, load_fit
-from .model import USABLE, Setup, check_tp, forward_s, setup_memory, usable_bytes
+from .engines import DEFAULT as DEFAULT_ENGINE
+from .engines import get_engine, names as engine_names
+from .model import Setup, check_tp, forward_s, setup_memory, usable_bytes, usable_share
 
 CONTEXT = (0, 1024, 2048, 4096, 8192, 16384, 32768)
 BATCH = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 POSITIONS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
 PREFILL_BATCH, PREFILL_PROMPT = (1, 4), (128, 512, 2048)
 TIMED = {"kernel": "kernel_sum", "kernel_sum": "kernel_sum", "wall": "wall"}
-ENGINE_SUFFIXES = ("vllm", "hf-eager")
 KV_SUFFIX = "kv-fp8"
 _TP = re.compile(r"^tp(\d+)$")
-SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:vllm|hf-eager][:kv-fp8][:wall|kernel]"
+SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:ENGINE][:kv-fp8][:wall|kernel]"
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class ModelSpec:
 
     device: DeviceSpec
     tp: int = 1
-    engine: str = "vllm"
+    engine: str = DEFAULT_ENGINE
     dtype: str = "bf16"
     kv_dtype: str = "auto"
     timed: str = "wall"
@@ -98,7 +101,7 @@ def parse_spec(spec: str) -> ModelSpec:
             take("tp", m.group(1))
         elif last in DTYPES:
             take("dtype", last)
-        elif last in ENGINE_SUFFIXES:
+        elif last in engine_names():
             take("engine", last)
         elif last == KV_SUFFIX:
             take("kv", "fp8")
@@ -124,11 +127,12 @@ def parse_spec(spec: str) -> ModelSpec:
     tp = int(got.get("tp", 1))
     if tp < 1:
         raise InputError(f"{spec!r}: TP degree must be >= 1")
-    ms = ModelSpec(dev, tp, got.get("engine", "vllm"), got.get("dtype", "bf16"), got.get("kv", "auto"),
+    ms = ModelSpec(dev, tp, got.get("engine", DEFAULT_ENGINE), got.get("dtype", "bf16"), got.get("kv", "auto"),
                    got.get("timing", "wall"), device if device.endswith(".json") or "/" in device else "")
     if ms.engine == "hf-eager" and (ms.dtype not in ("bf16", "fp16") or ms.kv_dtype != "auto"):
         raise InputError(f"{spec!r}: the hf-eager engine is priced in bf16 only; {ms.dtype}"
-                         f"{' with an fp8 KV cache' if ms.kv_dtype == 'fp8' else ''} needs the vllm engine")
+                         f"{' with an fp8 KV cache' if ms.kv_dtype == 'fp8' else ''} needs a serving engine "
+                         f"({', '.join(n for n in engine_names() if n != 'hf-eager')})")
     return ms
 
 
@@ -146,7 +150,7 @@ def _missing_notes(s: Setup, g: Grid, ok: np.ndarray, too_long: np.ndarray) -> t
             if mem_q:
                 need = float(setup_memory(s, L, b, mem_q[0])) / 1e9
                 notes.append(f"does not fit: L={L} b={b} q>={mem_q[0]} needs {need:.1f} GB per GPU, more than "
-                             f"{usable:.1f} GB ({USABLE[s.engine]:.0%} of {s.device.memory_gib:g} GiB on "
+                             f"{usable:.1f} GB ({usable_share(s):.0%} of {s.device.memory_gib:g} GiB on "
                              f"{s.device.name}, TP {s.tp})")
     return tuple(notes)
 
@@ -187,7 +191,7 @@ def check_fits(s: Setup) -> None:
     usable = usable_bytes(s)
     if need > usable:
         raise InputError(f"{s.arch.name} ({s.dtype}) does not fit {s.device.name} at TP {s.tp}: needs "
-                         f"{need / 1e9:.1f} GB per GPU, {usable / 1e9:.1f} GB usable ({USABLE[s.engine]:.0%} of "
+                         f"{need / 1e9:.1f} GB per GPU, {usable / 1e9:.1f} GB usable ({usable_share(s):.0%} of "
                          f"{s.device.memory_gib:g} GiB); use more GPUs (:tpN) or a smaller format (:fp8, :int4)")
 
 
@@ -196,14 +200,14 @@ def _engine_notes(m: ModelSpec) -> tuple[str, ...]:
         return (("MODELLED, not measured: lrsim.gpu's operator-level model of a transformers eager forward (SDPA "
                  "attention, DynamicCache, bf16), per operator max(FLOPs / achieved FLOP/s, bytes / achieved "
                  "bandwidth) + fixed costs."),)
-    from .engine_vllm import constants
-
-    c = constants()
-    return (("MODELLED, not measured: lrsim.gpu's operator-level model of vLLM's V1 model runner "
-             f"(v{c['vllm_version']}: fused kernels, merged QKV and gate-up GEMMs, FlashAttention over a paged "
-             f"{'fp8' if m.kv_dtype == 'fp8' else 'bf16'} KV cache, piecewise CUDA graphs up to "
-             f"{c['capture_tokens']} tokens), weights {m.dtype}."),
-            f"Engine step host time {c['step_us']:g} us per pass (wall only): {c['step_source']}.")
+    e = get_engine(m.engine)
+    graphs = "no CUDA graphs" if e.cuda_graphs == "none" else f"{e.cuda_graphs} CUDA graphs up to {e.capture_tokens} tokens"
+    return ((f"MODELLED, not measured: lrsim.gpu's operator-level model of {e.label} ({e.releases}): fused kernels, "
+             f"merged QKV and gate-up GEMMs, paged attention over a {'fp8' if m.kv_dtype == 'fp8' else 'bf16'} KV "
+             f"cache, {graphs}), weights {m.dtype}."),
+            (f"Engine step host time {e.step_us:g} us per pass (wall only; "
+             f"{'the gap its overlapping scheduler leaves exposed' if e.overlap else 'the host step the device waits for'}): "
+             f"{e.sources.get('step_us', {}).get('from', '')}"))
 
 
 def _provenance(m: ModelSpec, command: str) -> Provenance:
@@ -211,7 +215,8 @@ def _provenance(m: ModelSpec, command: str) -> Provenance:
     device, tp, timed = m.device, m.tp, m.timed
     kind = "kernel sums (the device's kernels back to back)" if timed == "kernel_sum" else (
         "eager wall time (launch-bound)" if m.engine == "hf-eager" else "engine steps (graphs, launches, host time)")
-    coll = ("vLLM's custom all-reduce up to 8 MiB, NCCL beyond" if m.engine == "vllm" else "NCCL")
+    coll = ("the engine's custom all-reduce up to 8 MiB, NCCL beyond" if get_engine(m.engine).custom_all_reduce
+            else "NCCL")
     tp_note = (f"Tensor parallel {tp}: sharded GEMMs and heads, two all-reduces per layer ({coll}, priced by "
                f"message size at {device.ring_bandwidth(tp) / 1e9:g} GB/s per direction) and a logits gather "
                "(modelled; never measured here).") if tp > 1 else "One GPU (TP 1)."
@@ -221,9 +226,10 @@ def _provenance(m: ModelSpec, command: str) -> Provenance:
              f"Device spec: {device.source} ({device.url}).",
              tp_note,
              f"Timing kind {timed}: {kind}; prefill tables are modelled in the same kind (a causal prompt, no cache).",
-             (f"Memory: a point is null where weights / TP + KV + activations exceed {USABLE[m.engine]:.0%} of the "
+             (f"Memory: a point is null where weights / TP + KV + activations exceed "
+              f"{get_engine(m.engine).usable_memory:.0%} of the "
               "device's memory."))
-    label = "vLLM" if m.engine == "vllm" else "transformers eager forward (SDPA, DynamicCache)"
+    label = get_engine(m.engine).label if m.engine != "hf-eager" else "transformers eager forward (SDPA, DynamicCache)"
     return Provenance(device=f"{device.label} (modelled)", engine=f"lrsim.gpu hardware model v{MODEL_VERSION} of a "
                       f"{label}, TP {tp}", dtype=m.dtype if m.dtype != "bf16" else "bfloat16",
                       date=record["date"], command=command, source="lrsim/data/gpus/fit-h100.json", notes=notes,

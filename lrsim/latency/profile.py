@@ -360,11 +360,11 @@ def _arch(r: _Reader, name: str, d: Any) -> ArchProfile:
     axes = [_axis(r, d, "context", path, 0), _axis(r, d, "batch", path, 1), _axis(r, d, "positions", path, 1)]
     ms = _times(r, r.get(d, "ms", path), tuple(len(a) for a in axes), f"{path}.ms")
     values = _flat(ms)
-    if all(v is None for v in values):
-        raise r.fail(f"{path}.ms", "no measured time")
     missing = d.get("missing", [])
     if not isinstance(missing, list) or not all(isinstance(m, str) and m.strip() for m in missing):
         raise r.fail(f"{path}.missing", "expected a list of sentences")
+    if all(v is None for v in values) and not missing:  # all null is kept only with the reason (not priced here)
+        raise r.fail(f"{path}.ms", "no measured time")
     if None in values and not missing:
         raise r.fail(f"{path}.ms", "has unmeasured points (null) but no 'missing' note says why")
     pre = _prefill(r, d["prefill"], f"{path}.prefill") if d.get("prefill") is not None else None
