@@ -232,17 +232,23 @@ def tags(row: dict, p: dict, rows: list[dict] = ()) -> list[str]:
     return out
 
 
+def priced(row: dict, excluded_fn, predict_fn) -> tuple[dict | None, str | None]:
+    """(prediction, None) for a row the scope rule keeps and the model prices, else (None, why)."""
+    why = excluded_fn(row)
+    if why is not None:
+        return None, why
+    try:
+        return predict_fn(row), None
+    except InputError as e:
+        return None, f"the model refuses it: {e}"
+
+
 def run_rows(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """(predicted rows, excluded rows with the reason)."""
     done, skipped = [], []
     calibrating = set(fitted_ids()) | set(CLIENT_IDS)
     for r in rows:
-        why = excluded(r, rows)
-        if why is None:
-            try:
-                p = predict(r)
-            except InputError as e:
-                why = f"the model refuses it: {e}"
+        p, why = priced(r, lambda r: excluded(r, rows), predict)
         if why is not None:
             skipped.append({"id": r["id"], "file": r.get("file", "measurements.json"), "why": why, "calibration": r["id"] in calibrating})
             continue

@@ -282,13 +282,13 @@ def test_cli_synthesizes_a_config_path_and_an_alias(tmp_path, capsys):
 
 def test_cli_refuses_moe_pricing_and_unknown_names_in_one_line_exit_2(tmp_path, capsys):
     out = tmp_path / "p.json"
-    moe = write(tmp_path / "Qwen3-30B-A3B" / "config.json", QWEN3_30B_A3B)  # read, but not priced yet
-    err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", str(moe.parent), "--out", str(out)],
-                          capsys, out)
+    moe = write(tmp_path / "Qwen3-30B-A3B" / "config.json", QWEN3_30B_A3B)  # read; priced on serving engines only
+    err = one_line_exit_2(["profiles", "--synthesize", "h100:hf-eager", "--arch", str(moe.parent), "--out",
+                           str(out)], capsys, out)
     assert "Qwen3-30B-A3B: mixture-of-experts pricing is not modelled yet (128 routed experts, 8 per token" in err
-    err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", "Qwen/Qwen3-30B-A3B", "--out", str(out)],
-                          capsys, out)
-    assert "qwen3-30b-a3b: mixture-of-experts pricing is not modelled yet" in err
+    err = one_line_exit_2(["profiles", "--synthesize", "h200:tp8", "--arch", "deepseek-ai/DeepSeek-R1", "--out",
+                           str(out)], capsys, out)
+    assert "deepseek-v3: multi-head latent attention (MLA) pricing is not modelled yet" in err
     err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", "Qwen/Qwen3-Next-80B-A3B", "--out",
                            str(out)], capsys, out)
     assert "unknown architecture 'Qwen/Qwen3-Next-80B-A3B': shipped are " in err and "llama-3.1-8b" in err

@@ -289,15 +289,17 @@ class ArchConfig:
             return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * dtype_bytes
         return 2 * self.layers * self.kv_dim * dtype_bytes
 
-    def check_priced(self) -> None:
-        """:raises InputError: an architecture whose passes the hardware model does not price yet (mixture of
-        experts, MLA), in one line.  :class:`lrsim.gpu.setup.Setup` calls it, so every priced pass goes through it."""
-        if self.is_moe or self.is_mla:
-            what = "mixture-of-experts" if self.is_moe else "multi-head latent attention (MLA)"
+    def check_priced(self, moe_ok: bool = False) -> None:
+        """:raises InputError: an architecture whose passes the hardware model does not price (MLA; a mixture of
+        experts unless ``moe_ok``: the serving engines' fused MoE is priced, transformers' eager one is not), in one
+        line.  :class:`lrsim.gpu.setup.Setup` calls it, so every priced pass goes through it."""
+        if (self.is_moe and not moe_ok) or self.is_mla:
+            what = "multi-head latent attention (MLA)" if self.is_mla else "mixture-of-experts"
             shape = f"{self.experts} routed experts, {self.experts_per_token} per token; " if self.is_moe else ""
+            where = ("the hardware model prices standard attention only" if self.is_mla else
+                     "the serving engines' fused MoE is priced (vllm, sglang, trtllm), transformers' eager one is not")
             raise InputError(f"{self.name}: {what} pricing is not modelled yet ({shape}{self.params / 1e9:.1f}B "
-                             f"parameters, {self.active_params / 1e9:.1f}B active): the hardware model prices dense "
-                             "decoders only")
+                             f"parameters, {self.active_params / 1e9:.1f}B active): {where}")
 
 
 def _count(d: dict, key: str, where: str) -> int:

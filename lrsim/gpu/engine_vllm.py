@@ -45,6 +45,7 @@ import numpy as np
 
 from .collectives import all_reduce, nccl_all_gather
 from .dtypes import BF16
+from .moe import MOE_KERNELS, distinct_experts, expert_weight_bytes
 from .ops import elementwise, gemm, linear, mem_s
 from .setup import Setup
 
@@ -68,8 +69,27 @@ def attention(s: Setup, L, b, q, prefill: bool = False):
     return np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, kv)) + s.kernel_s
 
 
-def layer_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
-    """Seconds of each operator of one decoder layer (arrays over the shapes)."""
+def moe_mlp(s: Setup, M) -> dict:
+    """One MoE layer's MLP for ``M`` tokens (:mod:`lrsim.gpu.moe`): the router (bf16), the routed experts read
+    by the experts the pass wakes, the shared experts (a dense gated MLP), each a roofline plus its kernels."""
+    a, n = s.arch, s.tp
+    h, i, k = a.hidden, a.expert_intermediate, a.experts_per_token
+    woken = distinct_experts(a.experts, k, M, s.routing_overlap)
+    w = expert_weight_bytes(a, s.fmt.weight_bytes)
+    nbytes = woken * 3 * h * i * w / n + M * k * (h + i) * BF16 * 2  # weights of the woken experts, activations
+    flops = 2.0 * M * k * 3 * h * i / n
+    experts = np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, nbytes)) + (MOE_KERNELS - 1) * s.kernel_s
+    ops = {"router": gemm(s, M, a.experts, h), "experts": experts}
+    if a.shared_intermediate:
+        si = a.shared_intermediate // n
+        ops["shared_experts"] = (linear(s, M, 2 * si, h) + elementwise(s, M * 3 * BF16 * si, 1)
+                                 + linear(s, M, h, si))
+    return ops
+
+
+def layer_ops(s: Setup, L, b, q, prefill: bool = False, moe: bool = False, window: int = 0) -> dict:
+    """Seconds of each operator of one decoder layer (arrays over the shapes): dense, or ``moe`` (its MLP a mixture
+    of experts); ``window``: a sliding-window layer attends to at most that many cached tokens."""
     a, n = s.arch, s.tp
     M = b * q
     h, hq, hkv, inter = a.hidden, a.q_dim // n, s.kv_heads * a.head_dim, a.intermediate // n
@@ -78,23 +98,40 @@ def layer_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
         "qkv": linear(s, M, hq + 2 * hkv, h),
         "rope": elementwise(s, M * 2 * BF16 * (hq + hkv), 1),  # in place on q and k
         "kv_write": elementwise(s, M * hkv * 2 * (BF16 + s.kv_bytes), 1),  # reshape_and_cache_flash
-        "attention": attention(s, L, b, q, prefill),
+        "attention": attention(s, np.minimum(L, window) if window else L, b, q, prefill),
         "o": linear(s, M, h, hq),
-        "mlp": linear(s, M, 2 * inter, h) + elementwise(s, M * 3 * BF16 * inter, 1) + linear(s, M, h, inter),
         "all_reduce": 2 * all_reduce(s, M * h * BF16),
     }
+    if moe:
+        ops |= moe_mlp(s, M)
+    else:
+        ops["mlp"] = linear(s, M, 2 * inter, h) + elementwise(s, M * 3 * BF16 * inter, 1) + linear(s, M, h, inter)
     if a.qk_norm:
         ops["qk_norm"] = elementwise(s, M * 2 * BF16 * (hq + hkv), QK_NORM_KERNELS)
     return ops
 
 
+def layer_groups(a) -> list[tuple[int, bool, int]]:
+    """``(layers, moe, window)`` groups of alike layers: dense or MoE MLP, full or sliding-window attention."""
+    kinds: dict[tuple[bool, int], int] = {}
+    dense, sliding = set(a.dense_layers), set(a.sliding_layers)
+    for i in range(a.layers):
+        key = (a.is_moe and i not in dense, a.sliding_window if i in sliding else 0)
+        kinds[key] = kinds.get(key, 0) + 1
+    return [(count, moe, window) for (moe, window), count in kinds.items()]
+
+
 def forward_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
-    """Seconds of each operator summed over the pass: layers x per-layer ops, embedding, LM head, sampler."""
+    """Seconds of each operator summed over the pass: each group of alike layers x its ops, embedding, LM head,
+    sampler."""
     a = s.arch
     M = b * q
     rows = b if prefill else M  # logits: a prompt's last position; every fed position of a decode/verify pass
     vocab = -(-a.vocab // s.tp)  # vocab-parallel LM head (ceil)
-    ops = {k: a.layers * v for k, v in layer_ops(s, L, b, q, prefill).items()}
+    ops: dict = {}
+    for count, moe, window in layer_groups(a):
+        for k, v in layer_ops(s, L, b, q, prefill, moe, window).items():
+            ops[k] = ops.get(k, 0.0) + count * v
     ops["embedding"] = elementwise(s, 2 * M * a.hidden * BF16, 1 + 2 * (s.tp > 1)) + all_reduce(s, M * a.hidden * BF16)
     ops["final_norm"] = elementwise(s, M * 4 * BF16 * a.hidden, 1)
     ops["lm_head"] = gemm(s, rows, vocab, a.hidden) + nccl_all_gather(s, rows * a.vocab * BF16)
@@ -104,10 +141,12 @@ def forward_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
 
 
 def kernels(s: Setup) -> int:
-    """Kernels one pass runs (launched one by one only beyond the CUDA-graph capture sizes)."""
-    per_layer = (LAYER_KERNELS + QK_NORM_KERNELS * s.arch.qk_norm + 2 * (s.tp > 1)
-                 + 4 * s.fmt.quant_kernels)
-    return s.arch.layers * per_layer + PASS_KERNELS + 3 * (s.tp > 1)
+    """Kernels one pass runs (launched one by one only beyond the CUDA-graph capture sizes); an MoE layer's MLP
+    runs :data:`lrsim.gpu.moe.MOE_KERNELS` instead of 3 (+ 3 for shared experts)."""
+    a = s.arch
+    per_layer = (LAYER_KERNELS + QK_NORM_KERNELS * a.qk_norm + 2 * (s.tp > 1) + 4 * s.fmt.quant_kernels)
+    moe_extra = a.moe_layers * (MOE_KERNELS - 3 + 3 * bool(a.shared_intermediate))
+    return a.layers * per_layer + moe_extra + PASS_KERNELS + 3 * (s.tp > 1)
 
 
 def host_s(s: Setup, M, q=1.0):

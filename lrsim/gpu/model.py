@@ -80,9 +80,14 @@ def forward_s(s: Setup, L, b, q, timed: str = "kernel_sum", prefill: bool = Fals
 
 
 def weight_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
-    """Bytes of all the weights: the decoder layers in ``dtype``, embeddings and LM head in bf16."""
-    layers = arch.layers * arch.layer_params
-    return layers * get_dtype(dtype).weight_bytes + (arch.params - layers) * BF16
+    """Bytes of all the weights: the decoder layers in ``dtype`` (an MoE model's routed experts in their own
+    format where the checkpoint quantizes only them: gpt-oss's MXFP4), embeddings and LM head in bf16."""
+    from .moe import expert_weight_bytes
+
+    f = get_dtype(dtype).weight_bytes
+    body = arch.params - arch.embedding_params * (2 - arch.tied) - arch.hidden  # every layer, all experts
+    experts = arch.moe_layers * arch.experts * arch.expert_params
+    return (body - experts) * f + experts * expert_weight_bytes(arch, f) + (arch.params - body) * BF16
 
 
 def memory_need(arch: ArchConfig, L, b, q, tp: int = 1, dtype: str = "bf16", kv_dtype: str = "auto"):

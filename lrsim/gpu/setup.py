@@ -47,12 +47,15 @@ class Setup:
     engine: str = "hf-eager"
     dtype: str = "bf16"
     kv_dtype: str = "auto"
+    routing_overlap: float = 0.0  #: MoE: how alike a pass's tokens route (lrsim.gpu.moe; 0: uniform, the bound)
 
     def __post_init__(self) -> None:
         get_engine(self.engine)
         get_dtype(self.dtype)
         kv_bytes(self.kv_dtype)
-        self.arch.check_priced()  # mixture-of-experts and MLA passes are not priced yet (one line)
+        self.arch.check_priced(moe_ok=self.runtime.kernels == "fused")  # MLA, and MoE on hf-eager: one line
+        if not 0.0 <= self.routing_overlap < 1.0:
+            raise InputError(f"routing overlap must be in [0, 1), got {self.routing_overlap!r}")
         if self.runtime.kernels == "hf-eager" and (self.dtype not in ("bf16", "fp16")
                                                     or kv_bytes(self.kv_dtype) != BF16):
             raise InputError(f"the hf-eager engine is priced in bf16 only (weights and KV cache), not "

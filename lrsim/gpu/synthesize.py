@@ -10,6 +10,7 @@ A modelled profile is named by a spec, ``model:DEVICE[:tpN][:DTYPE][:ENGINE][:kv
 - ``ENGINE``: an engine release of :mod:`lrsim.gpu.engines` (``lrsim profiles --engines``): ``vllm`` (the
   default: the current vLLM line), ``vllm-0.11``, ``vllm-0.10``, ``vllm-v0``, ``sglang``, ``trtllm``, or
   ``hf-eager`` (transformers' eager forward, what ``lrref --backend hf`` runs);
+- ``roR``: an MoE target's routing overlap, ``R`` in [0, 1) (:mod:`lrsim.gpu.moe`; default 0, uniform routing);
 - timing: ``wall`` (default: an engine step as the user sees it) or ``kernel`` (the device's kernels alone);
   ``eager`` is kept from before engines existed: ``hf-eager`` with ``wall``.
 
@@ -45,7 +46,8 @@ PREFILL_BATCH, PREFILL_PROMPT = (1, 4), (128, 512, 2048)
 TIMED = {"kernel": "kernel_sum", "kernel_sum": "kernel_sum", "wall": "wall"}
 KV_SUFFIX = "kv-fp8"
 _TP = re.compile(r"^tp(\d+)$")
-SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:ENGINE][:kv-fp8][:wall|kernel]"
+_RO = re.compile(r"^ro(0?\.\d+|0)$")  # MoE routing overlap, e.g. ro0.5 (lrsim.gpu.moe)
+SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:ENGINE][:kv-fp8][:roR][:wall|kernel]"
 
 
 @dataclass(frozen=True)
@@ -68,16 +70,18 @@ class ModelSpec:
     kv_dtype: str = "auto"
     timed: str = "wall"
     ref: str = ""  #: how the device was named, when not by its spec's name (a device JSON file)
+    routing_overlap: float = 0.0  #: MoE targets: how alike a pass's tokens route (``:ro0.5``; 0: uniform)
 
     def text(self) -> str:
         """The canonical spec string (what :func:`parse_spec` reads back)."""
         parts = [self.ref or self.device.name, f"tp{self.tp}", self.dtype, self.engine]
         parts += [KV_SUFFIX] if self.kv_dtype == "fp8" else []
+        parts += [f"ro{self.routing_overlap:g}"] if self.routing_overlap else []
         return ":".join(parts + ["kernel" if self.timed == "kernel_sum" else "wall"])
 
     def setup(self, arch: ArchConfig) -> Setup:
         eff, _ = load_fit()
-        return Setup(arch, self.device, eff, self.tp, self.engine, self.dtype, self.kv_dtype)
+        return Setup(arch, self.device, eff, self.tp, self.engine, self.dtype, self.kv_dtype, self.routing_overlap)
 
 
 def parse_spec(spec: str) -> ModelSpec:
@@ -103,6 +107,8 @@ def parse_spec(spec: str) -> ModelSpec:
             take("dtype", last)
         elif last in engine_names():
             take("engine", last)
+        elif m := _RO.match(last):
+            take("routing overlap", m.group(1))
         elif last == KV_SUFFIX:
             take("kv", "fp8")
         elif last in TIMED:
@@ -128,7 +134,8 @@ def parse_spec(spec: str) -> ModelSpec:
     if tp < 1:
         raise InputError(f"{spec!r}: TP degree must be >= 1")
     ms = ModelSpec(dev, tp, got.get("engine", DEFAULT_ENGINE), got.get("dtype", "bf16"), got.get("kv", "auto"),
-                   got.get("timing", "wall"), device if device.endswith(".json") or "/" in device else "")
+                   got.get("timing", "wall"), device if device.endswith(".json") or "/" in device else "",
+                   float(got.get("routing overlap", 0.0)))
     if ms.engine == "hf-eager" and (ms.dtype not in ("bf16", "fp16") or ms.kv_dtype != "auto"):
         raise InputError(f"{spec!r}: the hf-eager engine is priced in bf16 only; {ms.dtype}"
                          f"{' with an fp8 KV cache' if ms.kv_dtype == 'fp8' else ''} needs a serving engine "
@@ -242,8 +249,9 @@ def _provenance(m: ModelSpec, command: str) -> Provenance:
 def profile_name(m: ModelSpec) -> str:
     """``model-DEVICE-tpN-DTYPE-ENGINE[-kvfp8]-KIND``."""
     kv = "-kvfp8" if m.kv_dtype == "fp8" else ""
+    ro = f"-ro{m.routing_overlap:g}" if m.routing_overlap else ""
     kind = "kernel" if m.timed == "kernel_sum" else "wall"
-    return f"model-{re.sub(r'[^A-Za-z0-9._-]', '-', m.device.name)}-tp{m.tp}-{m.dtype}-{m.engine}{kv}-{kind}"
+    return f"model-{re.sub(r'[^A-Za-z0-9._-]', '-', m.device.name)}-tp{m.tp}-{m.dtype}-{m.engine}{kv}{ro}-{kind}"
 
 
 def _as_spec(spec: str | ModelSpec | DeviceSpec, tp: int | None = None, timed: str | None = None) -> ModelSpec:
