@@ -2,7 +2,7 @@
 
 Times :meth:`lrsim.adaptive.Policy.choose` (a Thompson draw over every configuration: ar, token SD, lr-sync and
 lr-async up to gamma 8, each with and without token SD), with the closed forms and with the priced simulator's
-table (:class:`lrsim.adaptive_sim.SimulatedObjective`, built first on the simulator's unit costs, 50 steps a
+table (:class:`lrsim.adaptive.sim.SimulatedObjective`, built first on the simulator's unit costs, 50 steps a
 point), :meth:`Policy.observe`, and lrref's decision at a cycle boundary (:meth:`lrref.decode.auto.Tuner.choose`:
 the measured costs, the policy's draw and the choice record; its meter fed passes of 1-40 positions), best and
 median per call over ``--calls``, in one run; the load average before and after and the CPU are printed.
@@ -18,9 +18,10 @@ from dataclasses import replace
 
 from report import machine, report
 
-from lrsim.adaptive import Costs, Policy
-from lrsim.adaptive_sim import SimulatedObjective
+from lrsim.adaptive.policy import Policy
+from lrsim.adaptive.sim import SimulatedObjective
 from lrsim.sim import SimConfig
+from lrsim.theory.costaware import Costs
 
 TARGET_S = 1e-3
 

@@ -30,8 +30,8 @@ REPLAY_S = 300.0
 
 def calibrate_once(paths: list[Path]) -> float:
     """Seconds of read + calibrate + pass-cost profile (what ``lrsim calibrate`` computes) on ``paths``."""
-    from lrsim.calibrate import calibrate
     from lrsim.cost.fromtraces import profile_from_traces
+    from lrsim.prediction.calibrate import calibrate
     from lrsim.trace import read_trace
 
     t = time.perf_counter()

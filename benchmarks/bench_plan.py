@@ -4,7 +4,7 @@ Measures, in one run:
 - the command ``lrsim plan --hardware model:h100:tp2 --target-arch qwen2.5-32b --draft-arch qwen2.5-1.5b --alpha1 0.6
   --alpha2 0.6 --budget 64`` as a user runs it: a fresh Python process, imports and the modelled profile included,
   wall seconds, best and median of ``--repeat`` runs (target: under 3 s);
-- the plan itself in this process (:func:`lrsim.compose.plan`, imports and profile done beforehand), wall and CPU
+- the plan itself in this process (:func:`lrsim.prediction.compose.plan`, imports and profile done beforehand), wall and CPU
   seconds, with its phases (screening; the best 10 re-simulated; the winner's long run; the closed form's choice),
   so that a slow import is told apart from a slow plan.
 The load average before and after and the CPU model are printed: other processes on the machine slow every number
@@ -24,7 +24,7 @@ import time
 from report import cpu_name, report
 
 import lrsim
-import lrsim.compose as compose
+import lrsim.prediction.compose as compose
 
 COMMAND = ["plan", "--hardware", "model:h100:tp2", "--target-arch", "qwen2.5-32b", "--draft-arch", "qwen2.5-1.5b",
            "--alpha1", "0.6", "--alpha2", "0.6", "--budget", "64"]

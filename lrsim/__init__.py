@@ -13,10 +13,10 @@ numpy, scipy, simpy and plotly on first use, so ``import lrsim`` stays light.
 
 Never imports torch.  Modules:
 
-- :mod:`lrsim.theory`     closed forms g, f_sync, S1, S2, f_async, parallel_dim, h
-- :mod:`lrsim.symbolic`   sympy derivations of those forms and checks of the seeds' versions
+- :mod:`lrsim.theory`     the closed forms in one package: the paper's forms (g, f_sync, S1, S2, f_async, h),
+                          the cost-aware speedup, their sympy derivations
+- :mod:`lrsim.theorems`   automatic checks of Theorems 1-4 and the SD ceiling (closed forms, Monte Carlo, planner)
 - :mod:`lrsim.montecarlo` vectorised Monte Carlo of the theorems' stochastic models
-- :mod:`lrsim.theorems`   automatic checks of Theorems 1-4 and the SD ceiling
 - :mod:`lrsim.planner`    exact optimum split of a parallel budget M into (k1, k2)
 - :mod:`lrsim.sim`        simulator of the LR pipeline (SimPy events; sync and ar also vectorised over cycles):
                           sync/async, token SD, W, M, latencies
@@ -25,15 +25,13 @@ Never imports torch.  Modules:
                           ``HardwareSpec``, calibration of a profile from traces (docs/cost-model.md)
 - :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]...``),
                           engine releases as versioned models (``lrsim.gpu.engines``)
-- :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
-- :mod:`lrsim.compose`    a prediction = behaviour (from traces or numbers) + a hardware spec; plans
+- :mod:`lrsim.prediction` prediction from traces: calibrate, compose (behaviour + a hardware spec), replay,
+                          vLLM's spec-decode metrics, and what predictions return
+- :mod:`lrsim.adaptive`   adaptive LR: the policy (numpy only), its simulation, its traces
 - :mod:`lrsim.serve`      serving under load: batched engines, requests, TTFT/TPOT/goodput, crossover rates
+- :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
 - :mod:`lrsim.sweep`      grid sweeps of the simulator (process pool or Dask), CSV/Parquet
 - :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder, and the run's ``setting``
-- :mod:`lrsim.calibrate`  fit the simulator's parameters from traces
-- :mod:`lrsim.vllm_metrics` token acceptance from a dump of vLLM's speculative-decoding counters
-- :mod:`lrsim.replay`     replay recorded workloads (composition with the traces' own profile), plan from traces
-- :mod:`lrsim.prediction` what predictions and plans return
 - :mod:`lrsim.format`     the text of a closed-form plan and of a simulation (the CLI's and the API's)
 - :mod:`lrsim.stats`      Wilson interval and batch means
 - :mod:`lrsim.atomic`     atomic file writes
@@ -42,6 +40,11 @@ Never imports torch.  Modules:
 - :mod:`lrsim.fields`     dataclass fields with help text
 - :mod:`lrsim.cli`        the ``lrsim`` command (one module per subcommand in :mod:`lrsim.commands`)
 - :mod:`lrsim.report_html` ``--html``: a command's findings as one self-contained page
+- :mod:`lrsim.plots`      plotly figures of the closed forms and theorem regions
+
+Old module names (``lrsim.calibrate``, ``lrsim.compose``, ``lrsim.replay``, ``lrsim.vllm_metrics``,
+``lrsim.symbolic``, ``lrsim.adaptive_sim``, ``lrsim.adaptive_trace``) still import, with a
+DeprecationWarning, for one release.
 """
 
 __version__ = "0.1.0"

@@ -10,8 +10,8 @@ Example::
 Every function checks its input first and raises ``lrsim.errors.InputError``
 (a ``ValueError``, one line) for bad input, like the commands' exit code 2.
 Heavy modules (numpy, scipy, simpy, plotly) load on the first call, so
-``import lrsim`` stays light.  Names that are also modules (``lrsim.replay``,
-``lrsim.serve``, ``lrsim.calibrate``) stay modules: the API's functions are
+``import lrsim`` stays light.  Names that are also modules (``lrsim.prediction.replay``,
+``lrsim.serve``, ``lrsim.prediction.calibrate``) stay modules: the API's functions are
 ``predict`` (replay traces, or numbers on a profile) and
 ``simulate_serving``.
 """
@@ -99,7 +99,7 @@ def _traces(traces: Traces | None) -> list | None:
 
 def _behaviour(alpha1: float, alpha2: float | None, step_tokens: Any, draft_tokens: Any, request_tokens: Any,
                prompt_tokens: int):
-    from .compose import Behaviour
+    from .prediction.compose import Behaviour
 
     return Behaviour(alpha1=alpha1, alpha2=alpha2, step_tokens=_dist(step_tokens), draft_tokens=_dist(draft_tokens),
                      request_tokens=_dist(request_tokens), prompt_tokens=prompt_tokens)
@@ -134,14 +134,14 @@ def plan(alpha1: float = 0.6, c1: float = 0.1, alpha2: float = 0.6, c2: float = 
 
 def _simulated_plan(traces: list | None, hw: Any, budget: int, top: int, k2_max: int, k1_max: int | None,
                     bootstrap: int, numbers: Any, progress: bool) -> PlanResult:
-    from .prediction import format_trace_plan
+    from .prediction.outcome import format_trace_plan
 
     if hw is None:
-        from .replay import plan_from_traces
+        from .prediction.replay import plan_from_traces
 
         tp, source = plan_from_traces(traces, budget, k2_max=k2_max, bootstrap=bootstrap, progress=progress), "traces"
     else:
-        from .compose import plan as composed
+        from .prediction.compose import plan as composed
 
         what = "traces" if traces is not None else "numbers"
         tp = composed(traces if traces is not None else numbers, hw, budget, k2_max=k2_max, bootstrap=bootstrap,
@@ -208,7 +208,7 @@ def predict(mode: str | None = None, k1: int | None = None, k2: int | None = Non
     configuration, else async with ``k1 = 4``.
     """
     from .errors import InputError
-    from .prediction import format_prediction
+    from .prediction.outcome import format_prediction
 
     tr = _traces(traces)
     if (tr is None) == (alpha1 is None) or (tr is None and hardware is None):
@@ -216,11 +216,11 @@ def predict(mode: str | None = None, k1: int | None = None, k2: int | None = Non
     setting = _setting(tr, mode, k1, k2, width)
     kw = dict(steps=steps, seed=seed, bootstrap=bootstrap, correlation=correlation)
     if hardware is None:
-        from .replay import predict as replay
+        from .prediction.replay import predict as replay
 
         p = replay(tr, setting, **kw)
     else:
-        from .compose import predict as composed
+        from .prediction.compose import predict as composed
 
         source = tr if tr is not None else _behaviour(alpha1, alpha2, step_tokens, draft_tokens, request_tokens,
                                                      prompt_tokens)

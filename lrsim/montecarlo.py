@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .theory import draft_limit
+from .theory.forms import draft_limit
 
 Z95 = 1.959963984540054
 

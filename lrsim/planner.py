@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .errors import InputError
-from .theory import MODES, Mode, draft_limit, f_step, g, parallel_dim
+from .theory.forms import MODES, Mode, draft_limit, f_step, g, parallel_dim
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from . import theory
 from .atomic import atomic_write
 from .planner import best_split, plan
+from .theory import forms as theory
 
 __all__ = ["atomic_write", "save_figure", "budget_split_figure", "optimum_map_figure"]
 

@@ -33,8 +33,8 @@ LAYOUT = dict(template="plotly_white", height=480, margin=dict(l=60, r=30, t=60,
 
 def closed_plan_figures(p) -> list[Figure]:
     """A closed-form :class:`lrsim.planner.Plan`: h(k1, k2) over the feasible pairs, and speedup against M."""
-    from . import theory
     from .planner import max_depth
+    from .theory import forms as theory
 
     k1 = np.arange(1, max_depth(p.c1, p.budget, p.mode) + 1)
     k2 = np.arange(1, p.budget + 1)
@@ -155,7 +155,7 @@ def prediction_figure(p) -> Figure:
 
 
 def acceptance_figure(cal) -> Figure:
-    """Step acceptance by lookahead position (Wilson 95% intervals) from a :class:`lrsim.calibrate.Calibration`."""
+    """Step acceptance by lookahead position (Wilson 95% intervals) from a :class:`lrsim.prediction.calibrate.Calibration`."""
     props = cal.alpha1_by_position
     x = list(range(1, len(props) + 1))
     fig = go.Figure(go.Bar(x=x, y=[q.p for q in props], marker_color=COLORS[0], name="by position",
@@ -204,8 +204,8 @@ def _ms(a, context: float, batch: float, positions: float) -> float | None:
 
 def trace_figures(traces: Sequence[Any]) -> list[Figure]:
     """Calibrated acceptance by position and the pass costs the traces calibrate."""
-    from .calibrate import calibrate
-    from .cost.fromtraces import trace_hardware
+    from .prediction.calibrate import calibrate
+    from .prediction.compose import trace_hardware
 
     cal = calibrate(traces)
     out = [acceptance_figure(cal)] if cal.alpha1_by_position else []
@@ -257,7 +257,7 @@ def page_for_results(path: str | os.PathLike, results: Sequence[Any], traces: Se
                      title: str) -> None:
     """The API's page (:func:`lrsim.write_html`): figures for each result, then for the traces and hardware."""
     from .atomic import check_writable
-    from .prediction import TracePlan
+    from .prediction.outcome import TracePlan
     from .results import PlanResult, PredictionResult, ServeResult, TheoremsResult
 
     check_writable(path)

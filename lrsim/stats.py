@@ -108,7 +108,7 @@ def paired_difference(both: int, gained: int, lost: int, neither: int) -> tuple[
 
 def ratio_of_means(num, den) -> tuple[float | None, tuple[float, float] | None]:
     """``num.mean / den.mean`` and its 95% delta-method interval, for two independent samples given by their
-    ``n``, ``mean`` and ``std`` (e.g. :class:`lrsim.calibrate.Summary`); no interval with fewer than 2 values in
+    ``n``, ``mean`` and ``std`` (e.g. :class:`lrsim.prediction.calibrate.Summary`); no interval with fewer than 2 values in
     either, no ratio when ``den.mean`` is not > 0."""
     if num.n < 2 or den.n < 2 or den.mean <= 0:
         return (num.mean / den.mean if den.mean > 0 else None), None

@@ -1,5 +1,5 @@
 """Adaptive LR in simulation (issue 34, validation b): on the modelled GPUs of the paper's setups, does ``auto``
-(:class:`lrsim.adaptive.Policy` choosing every few steps, :mod:`lrsim.adaptive_sim`) reach the best fixed
+(:class:`lrsim.adaptive.Policy` choosing every few steps, :mod:`lrsim.adaptive.sim`) reach the best fixed
 configuration chosen offline for the workload, and how does it compare with the paper's and the official code's
 fixed defaults?
 
@@ -39,9 +39,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lrsim.adaptive import Arm
 from lrsim.atomic import atomic_output
 from lrsim.errors import UsageError, run_command
+from lrsim.theory.costaware import Arm
 
 SETUPS = {  # name: (profile, target arch, draft arch, verifier seconds per call); on a GPU the draft has its own
     "H100 TP 2 (paper)": ("model:h100-sxm:tp2:vllm-0.10", "qwen2.5-32b", "qwen2.5-1.5b", 0.013),  # the 7B judge
@@ -69,7 +69,7 @@ def recorded_acceptance(row: str) -> list[float]:
 
 
 def token_acceptance_recorded() -> float:
-    from lrsim.compose import behaviour_from_traces
+    from lrsim.prediction.compose import behaviour_from_traces
     from lrsim.trace import read_trace
 
     t = read_trace(ROOT / "studies" / "data" / "validation-llamacpp" / "g2" / "trace-sd.jsonl.gz")
@@ -77,8 +77,8 @@ def token_acceptance_recorded() -> float:
 
 
 def workloads(n: int, steps: int, seed: int) -> dict[str, list[list]]:
-    """Each workload: ``n`` requests, each a list of :class:`lrsim.adaptive_sim.Phase`."""
-    from lrsim.adaptive_sim import Phase
+    """Each workload: ``n`` requests, each a list of :class:`lrsim.adaptive.sim.Phase`."""
+    from lrsim.adaptive.sim import Phase
 
     rng = np.random.default_rng(seed)
     a2 = token_acceptance_recorded()
@@ -100,9 +100,9 @@ def mean_acceptance(reqs: list[list]) -> float:
 def check(setup: str, wname: str, reqs: list[list], seed: int, simulated: bool = True) -> dict:
     """One setup and workload: every fixed configuration and auto over the same requests."""
     import lrsim
-    from lrsim.adaptive import Policy
-    from lrsim.adaptive_sim import AutoOptions, compose_config_of, costs_of, run_workload
-    from lrsim.compose import Behaviour
+    from lrsim.adaptive.policy import AutoOptions, Policy
+    from lrsim.adaptive.sim import compose_config_of, costs_of, run_workload
+    from lrsim.prediction.compose import Behaviour
 
     prof, target, draft, verifier_s = SETUPS[setup]
     hw = lrsim.hardware(prof, target, draft, verifier_latency=verifier_s)

@@ -52,8 +52,8 @@ import plotly.graph_objects as go
 from common import FIGURES, finish, gzip_copy, paired_speedup, per_request, staged, trace_of, traces_of, with_ci
 
 from lrsim.atomic import atomic_write
-from lrsim.calibrate import acceptance
 from lrsim.errors import InputError, OneLineParser, UsageError, run_command
+from lrsim.prediction.calibrate import acceptance
 from lrsim.stats import mcnemar_exact, paired_outcomes, wilson
 from lrsim.trace import Trace, read_trace
 

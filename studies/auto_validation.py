@@ -14,7 +14,7 @@ prompt) and gives its tokens/s without them, since a recording before that flag 
 after the first on each problem reused its KV) has them in ar's time only.  The report: each mode's tokens/s, its speedup over ar and auto's ratio to it,
 each with a paired bootstrap 95% interval over the problems (:func:`common.paired_speedup`); answers paired
 against ar (lost, gained, exact McNemar p, from bench's ``results.json``); what auto ran
-(:func:`lrsim.adaptive_trace.check_auto_traces`).  The bar (the issue's): auto's tokens/s at least 0.95 of the
+(:func:`lrsim.adaptive.trace.check_auto_traces`).  The bar (the issue's): auto's tokens/s at least 0.95 of the
 best fixed mode's.  Writes ``figures/auto_validation.json`` and prints the table.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from common import FIGURES, gzip_copy, paired_speedup, per_request, staged, trace_of, traces_of, with_ci
 
-from lrsim.adaptive_trace import check_auto_traces
+from lrsim.adaptive.trace import check_auto_traces
 from lrsim.atomic import atomic_write
 from lrsim.errors import InputError, OneLineParser, run_command
 from lrsim.modes import DECODE_MODES as FIXED

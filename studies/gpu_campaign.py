@@ -666,7 +666,7 @@ def trace_decode_s(c: Campaign, target: str, draft: str) -> dict[str, float]:
     as one pass, as the model's launch-bound eager passes nearly are."""
     from lrsim import theory
     from lrsim.gpu.model import forward_s
-    from lrsim.prediction import TINY_C2
+    from lrsim.prediction.outcome import TINY_C2
 
     ts = c.traces
     ctx = ts.prompt + ts.tokens / 2

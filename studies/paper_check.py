@@ -18,7 +18,7 @@ file's ``model`` rules:
   Python loop), with the context growing through each request (the file's
   ``model.pricing``); a what-if column prices the same rows as the previous
   version did: transformers' kernel sums at context 0;
-- **validation** rows (``forward``): :func:`lrsim.compose.predict` with the
+- **validation** rows (``forward``): :func:`lrsim.prediction.compose.predict` with the
   inputs as given (async, ``k1 = gamma + 1``; alpha2 from an n-gram-alone
   speedup, inferred on the hardware it was measured on);
 - **consistency** rows (``composition``): alpha1 inferred by bisection from the
@@ -50,16 +50,16 @@ import plotly.graph_objects as go
 
 from lrsim import theory
 from lrsim.atomic import atomic_write
-from lrsim.calibrate import solve_alpha
-from lrsim.compose import Behaviour, predict
-from lrsim.compose import run as simulate_outcome
 from lrsim.cost.hardware import HardwareSpec
 from lrsim.dists import Constant, parse_dist
 from lrsim.errors import InputError, OneLineParser, run_command
 from lrsim.gpu.synthesize import Grid, parse_spec, synthesize
 from lrsim.latency.profile import Profile
 from lrsim.plots import save_figure
-from lrsim.prediction import TINY_C2
+from lrsim.prediction.calibrate import solve_alpha
+from lrsim.prediction.compose import Behaviour, predict
+from lrsim.prediction.compose import run as simulate_outcome
+from lrsim.prediction.outcome import TINY_C2
 from lrsim.trace import Setting
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ Two protocols.  *Fixed split*: calibrate on the fit set (g2 ar, sd, lr-async;
 g2s ar, lr-sync), predict every LR/SD configuration (the fit ones are in-sample
 checks, the rest held out: other depths, n-gram inside LR steps, sync + n-gram).
 *Leave one out*: predict each configuration from every other trace (its own
-left out).  Predictions are :func:`lrsim.replay.predict`.  Measured speedup =
+left out).  Predictions are :func:`lrsim.prediction.replay.predict`.  Measured speedup =
 tokens/s of the configuration over tokens/s of ``ar`` in the same run; its 95%
 interval is a paired bootstrap over the problems, and a row "resolves 5%" when
 that interval's half-width is at most 5% of the measured speedup.  The pure
@@ -40,11 +40,11 @@ import plotly.graph_objects as go
 from common import paired_speedup, traces_of, with_ci
 
 from lrsim.atomic import atomic_write
+from lrsim.cost.hardware import HardwareSpec
 from lrsim.errors import InputError, OneLineParser, run_command
 from lrsim.plots import save_figure
-from lrsim.compose import predict as composed_predict
-from lrsim.cost.hardware import HardwareSpec
-from lrsim.replay import predict
+from lrsim.prediction.compose import predict as composed_predict
+from lrsim.prediction.replay import predict
 from lrsim.trace import Trace, read_trace, recorded_setting
 
 ROOT = Path(__file__).resolve().parents[1]

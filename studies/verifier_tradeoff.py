@@ -38,8 +38,8 @@ import plotly.graph_objects as go
 from common import CONCISE_SYSTEM, FIGURES, finish, paired_speedup, per_request, trace_of, with_ci
 
 from lrsim.atomic import atomic_write
-from lrsim.calibrate import acceptance
 from lrsim.errors import InputError, OneLineParser, UsageError, run_command
+from lrsim.prediction.calibrate import acceptance
 from lrsim.stats import wilson
 from lrsim.trace import Trace, read_trace
 

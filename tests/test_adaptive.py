@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from lrsim import theory
-from lrsim.adaptive import Arm, Beta, Costs, Policy, arms, speedup
+from lrsim.adaptive.policy import Beta, Policy, arms
 from lrsim.errors import InputError
+from lrsim.theory.costaware import Arm, Costs, speedup
 
 
 @pytest.mark.parametrize("a1, c1", list(itertools.product((0.3, 0.6, 0.9), (0.1, 0.25, 0.5))))

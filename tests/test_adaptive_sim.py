@@ -1,4 +1,4 @@
-"""lrsim.adaptive_sim: a request decoded in segments, the policy choosing each segment's configuration; and
+"""lrsim.adaptive.sim: a request decoded in segments, the policy choosing each segment's configuration; and
 ``lrsim simulate --mode auto``."""
 
 import json
@@ -9,10 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from lrsim.adaptive import Arm, Costs, Policy, expected_kept
-from lrsim.adaptive_sim import Phase, costs_of_config, parse_phases, run_request, simulate_auto, token_acceptance
+from lrsim.adaptive.policy import Policy
+from lrsim.adaptive.sim import Phase, costs_of_config, parse_phases, run_request, simulate_auto, token_acceptance
 from lrsim.errors import InputError
 from lrsim.sim import SimConfig, simulate
+from lrsim.theory.costaware import Arm, Costs
+from lrsim.theory.forms import expected_kept
 
 BASE = SimConfig(mode="async", alpha1=0.6, alpha2=0.5, c1=0.1, steps=40)
 
@@ -151,7 +153,7 @@ def test_requests_from_traces_and_replay_auto(tmp_path):
     validation's g2 traces (LR at about half of ar there) stays in ar; an ar trace alone has nothing to learn."""
     from pathlib import Path
 
-    from lrsim.adaptive_sim import requests_from_traces
+    from lrsim.adaptive.sim import requests_from_traces
     from lrsim.trace import read_trace
 
     g2 = Path(__file__).resolve().parents[1] / "studies" / "data" / "validation-llamacpp" / "g2"
@@ -177,7 +179,7 @@ def test_requests_from_traces_and_replay_auto(tmp_path):
 
 
 def test_simulated_objective_is_the_simulator_at_its_grid_and_interpolates_between():
-    from lrsim.adaptive_sim import SimulatedObjective
+    from lrsim.adaptive.sim import SimulatedObjective
 
     cands = [Arm("ar", 1, 4), Arm("async", 3, 1), Arm("sync", 3, 4)]
     obj = SimulatedObjective(config_of, cands, steps=60, seed=1, a1_grid=(0.3, 0.8), a2_grid=(0.2, 0.6))
@@ -196,7 +198,7 @@ def test_simulated_objective_is_the_simulator_at_its_grid_and_interpolates_betwe
 
 
 def test_auto_with_the_simulated_objective():
-    from lrsim.adaptive_sim import AutoOptions
+    from lrsim.adaptive.policy import AutoOptions
 
     r = simulate_auto(replace(BASE, alpha1=0.8, steps=40), [Phase(40, 0.8, 0.5)],
                       AutoOptions(max_gamma=3, objective="simulated"), seed=0)

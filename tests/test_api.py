@@ -25,7 +25,7 @@ def test_public_names_are_exported_and_are_not_shadowed_modules():
         assert hasattr(lrsim, name), name
     import importlib
 
-    for module in ("lrsim.replay", "lrsim.serve", "lrsim.calibrate"):  # submodules must not replace API functions
+    for module in ("lrsim.prediction.replay", "lrsim.serve", "lrsim.prediction.calibrate"):  # submodules must not replace API functions
         importlib.import_module(module)
 
     assert callable(lrsim.plan) and callable(lrsim.predict) and callable(lrsim.simulate_serving)

@@ -1,10 +1,10 @@
-"""lrsim.calibrate: recovers known parameters from synthetic traces; flags broken assumptions."""
+"""lrsim.prediction.calibrate: recovers known parameters from synthetic traces; flags broken assumptions."""
 
 import numpy as np
 import pytest
 
-from lrsim import calibrate as cal
 from lrsim import trace as tr
+from lrsim.prediction import calibrate as cal
 
 
 def synthetic(path, alpha_by_pos, n_cycles=3000, seed=0, k2=4, alpha2=0.6, t_tok=0.1, d_tok=0.03, verify=0.01,
@@ -91,7 +91,7 @@ def test_text_report(tmp_path):
 
 def test_step_overlap_from_step_texts():
     """The share of a draft its target step repeats from its start, by verdict (characters)."""
-    from lrsim.calibrate import common_prefix_share, step_overlap
+    from lrsim.prediction.calibrate import common_prefix_share, step_overlap
     from lrsim.trace import StepRecord
 
     assert common_prefix_share("2 x 7 = 14 days", "2 x 7 = 14 days.") == 1.0

@@ -1,4 +1,4 @@
-"""lrsim.compose: behaviour from traces or numbers, timing from a latency profile; context growth in the simulator."""
+"""lrsim.prediction.compose: behaviour from traces or numbers, timing from a latency profile; context growth in the simulator."""
 
 import json
 import math
@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from lrsim.cli import main
-from lrsim.compose import JUDGE_TEMPLATE_TOKENS, Behaviour, behaviour_from_traces, plan, predict, sim_config
 from lrsim.cost.hardware import HardwareSpec as Hardware
 from lrsim.cost.library import embedded, load_profile
 from lrsim.cost.passcost import ProfileCost, cost_from_dict
@@ -15,7 +14,8 @@ from lrsim.cost.passcost import constant as constant_cost
 from lrsim.dists import Constant
 from lrsim.errors import InputError
 from lrsim.latency.profile import ArchProfile, Prefill, Profile, Provenance, write_profile
-from lrsim.replay import predict as replay_predict
+from lrsim.prediction.compose import JUDGE_TEMPLATE_TOKENS, Behaviour, behaviour_from_traces, plan, predict, sim_config
+from lrsim.prediction.replay import predict as replay_predict
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, read_trace
 
@@ -323,7 +323,7 @@ def test_prompt_kv_from_the_recorded_first_passes():
     """The llama.cpp validation recording ran each problem's modes one after another on one engine: ar prefilled
     every prompt, sd found it in the target's KV (its first pass: context = prompt - 1).  Calibration reads that
     off the pass records; the configuration and the ar baseline are priced each with their own share."""
-    from lrsim.calibrate import prompt_cached, prompt_kv
+    from lrsim.prediction.calibrate import prompt_cached, prompt_kv
 
     root = Path(__file__).resolve().parents[1] / "studies" / "data" / "validation-llamacpp" / "g2"
     ar, sd, lr = (read_trace(root / f"trace-{m}.jsonl.gz") for m in ("ar", "sd", "lr-async"))
@@ -333,7 +333,7 @@ def test_prompt_kv_from_the_recorded_first_passes():
     assert prompt_kv([ar, sd, lr]) == pytest.approx({"ar": 0.0, "target": 1.0, "draft": 0.0})
     b = behaviour_from_traces([ar, sd])
     assert (b.baseline_prompt_cached, b.prompt_cached, b.draft_prompt_cached) == (0.0, pytest.approx(1.0), 0.0)
-    from lrsim.cost.fromtraces import trace_hardware
+    from lrsim.prediction.compose import trace_hardware
 
     hw = trace_hardware([ar, sd], b.alpha2)
     assert hw.kv_prefill == "unseen"
@@ -349,8 +349,8 @@ def test_plan_goes_on_when_the_closed_form_choice_cannot_be_priced():
     """At a 30K-token prompt the H100 context profile has no batch-2 pass of the 32B (it needs ~78 GB): the paper's
     plan (async, several rows) cannot be priced, so it is reported as such and the plan ranks what can be priced."""
     import lrsim
-    from lrsim.compose import Behaviour, plan
-    from lrsim.prediction import format_trace_plan
+    from lrsim.prediction.compose import Behaviour, plan
+    from lrsim.prediction.outcome import format_trace_plan
 
     hw = lrsim.hardware("h100-context-kernel", "qwen2.5-32b", "qwen2.5-1.5b")
     tp = plan(Behaviour(alpha1=0.6, prompt_tokens=30000), hw, 16, steps=400)

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lrsim.compose import Behaviour, predict
 from lrsim.cost.hardware import HardwareSpec
 from lrsim.cost.passcost import constant, grid
 from lrsim.dists import Constant, LogNormal
-from lrsim.replay import predict as replay_predict
+from lrsim.prediction.compose import Behaviour, predict
+from lrsim.prediction.replay import predict as replay_predict
 from lrsim.serve.calibration import decode_from_traces, length_pairs
 from lrsim.serve.config import SIM_MODE, ServeConfig
 from lrsim.serve.grid import serve_grid

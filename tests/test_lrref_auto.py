@@ -10,8 +10,8 @@ from toy import toy_decoder
 
 from lrref.config import DecodeConfig, parse_mode
 from lrref.decode.auto import Meter, arm_config, candidates
-from lrsim.adaptive import Arm
 from lrsim.errors import InputError
+from lrsim.theory.costaware import Arm
 from lrsim.trace import PassRecord, TraceError, read_trace, recorded_setting
 
 QUESTIONS = ["a question", "another one", "a third", "and a fourth one"]
@@ -175,7 +175,7 @@ def test_an_auto_trace_has_no_one_setting(tmp_path):
 
 
 def test_replay_checks_an_auto_runs_decisions(tmp_path):
-    from lrsim.adaptive_trace import check_auto_traces
+    from lrsim.adaptive.trace import check_auto_traces
 
     res, tr = run_auto(tmp_path)
     rep = check_auto_traces([tr])

@@ -260,8 +260,8 @@ def test_judge_and_score_verifiers_run_on_this_backend(tiny):
 def decode_all(tiny, mode, tmp_path, verifier=None, **kw):
     """Both questions decoded in ``mode`` (the lr-async draft in a llama.cpp draft process), one after the other or,
     with ``concurrency`` 2, at once (a closed loop); results, trace, and the row-passes the target engine ran."""
-    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
     from lrref.backends.llamacpp import header_info
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
     from lrref.verify.verifiers import ExactVerifier
     from lrsim.trace import TraceWriter
 
@@ -389,7 +389,7 @@ def test_trace_accounts_for_all_target_work(runs, mode):
 @needs_binding
 @pytest.mark.models
 def test_traces_calibrate_and_record_the_backend(runs):
-    from lrsim.calibrate import calibrate
+    from lrsim.prediction.calibrate import calibrate
 
     c = calibrate([runs(m)[1] for m in ("lr-sync+sd", "lr-async")])
     assert c.alpha1 is not None and c.target_s_per_token and c.target_s_per_forward and c.c1 is not None
@@ -409,8 +409,8 @@ def test_qwen_pair_lossless_short():
 
     One thread per model: two threads on cores other jobs share are several times slower (OpenMP barriers)."""
     dpath, tpath = (str(p) for p in require_models(*QWEN, gguf=True))
-    from lrref.decode.decoder import DecodeConfig, Decoder
     from lrref.backends.llamacpp import LlamaCppBackend
+    from lrref.decode.decoder import DecodeConfig, Decoder
     from lrref.verify.verifiers import ExactVerifier
 
     tgt, drf = LlamaCppBackend(tpath, threads=1), LlamaCppBackend(dpath, threads=1, slots=4)

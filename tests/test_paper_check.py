@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from lrsim import theory
-from lrsim.calibrate import solve_alpha
 from lrsim.errors import InputError
 from lrsim.gpu import synthesize
+from lrsim.prediction.calibrate import solve_alpha
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "studies" / "paper_check.py"

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lrsim.compose import only_requests, resample_blocks
 from lrsim.cost.fromtraces import BREAKS, check_one_machine, fit_passes, gaps, profile_from_traces
 from lrsim.errors import InputError
+from lrsim.prediction.compose import only_requests, resample_blocks
 from lrsim.trace import PassRecord, read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "studies" / "data" / "validation-llamacpp"

@@ -338,8 +338,8 @@ def test_c1_has_one_computation():
     calibration's the same ratio of measured means (lrsim.stats.ratio_of_means); no other ``cost_ratio``."""
     import ast
 
-    from lrsim.calibrate import Summary
     from lrsim.cost.hardware import HardwareSpec
+    from lrsim.prediction.calibrate import Summary
     from lrsim.stats import ratio_of_means
 
     hw = HardwareSpec("h100-context-kernel", "qwen2.5-32b", "qwen2.5-1.5b")

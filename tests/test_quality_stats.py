@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lrsim import calibrate as cal
 from lrsim import trace as tr
+from lrsim.prediction import calibrate as cal
 from lrsim.stats import mcnemar_exact, paired_outcomes
 
 

@@ -1,13 +1,13 @@
-"""lrsim.replay: calibrating on simulator traces recovers the simulator; plans respect the budget."""
+"""lrsim.prediction.replay: calibrating on simulator traces recovers the simulator; plans respect the budget."""
 
 import json
 
 import pytest
 
-from lrsim.calibrate import calibrate_files
 from lrsim.cli import main
 from lrsim.cost.passcost import grid
-from lrsim.replay import plan_from_traces, predict, predict_files
+from lrsim.prediction.calibrate import calibrate_files
+from lrsim.prediction.replay import plan_from_traces, predict, predict_files
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, read_trace, recorded_setting
 
@@ -161,7 +161,7 @@ def test_replay_reads_the_setting_not_the_writers_config(des_traces, tmp_path):
 def test_verifier_calls_without_spans_come_from_the_setting(des_traces):
     from dataclasses import replace
 
-    from lrsim.compose import verify_calls
+    from lrsim.prediction.compose import verify_calls
 
     d, *_ = des_traces
     sync = read_trace(d / "sync_sd.jsonl")
@@ -178,19 +178,19 @@ def test_verifier_calls_without_spans_come_from_the_setting(des_traces):
 
 @pytest.fixture
 def calibrations(monkeypatch):
-    """Counts :func:`lrsim.calibrate.calibrate` calls, wherever they are made from."""
-    import lrsim.calibrate
-    import lrsim.compose
+    """Counts :func:`lrsim.prediction.calibrate.calibrate` calls, wherever they are made from."""
+    import lrsim.prediction.calibrate
+    import lrsim.prediction.compose
 
     calls = []
-    real = lrsim.calibrate.calibrate
+    real = lrsim.prediction.calibrate.calibrate
 
     def counted(traces):
         calls.append(len(traces))
         return real(traces)
 
-    monkeypatch.setattr(lrsim.calibrate, "calibrate", counted)
-    monkeypatch.setattr(lrsim.compose, "calibrate", counted)
+    monkeypatch.setattr(lrsim.prediction.calibrate, "calibrate", counted)
+    monkeypatch.setattr(lrsim.prediction.compose, "calibrate", counted)
     return calls
 
 
@@ -213,8 +213,8 @@ def test_replay_and_its_plan_calibrate_the_traces_once(calibrations):
 def test_replay_is_compose_with_the_traces_own_timing():
     """replay.predict = compose.predict of the traces' behaviour on the profile they calibrate, bootstrap
     recalibrating both (``retime``): the same numbers, the same seeds."""
-    from lrsim import compose
-    from lrsim.cost.fromtraces import trace_hardware
+    from lrsim.prediction import compose
+    from lrsim.prediction.compose import trace_hardware
     from lrsim.trace import default_traces
 
     traces = [read_trace(p) for p in default_traces()]
@@ -232,8 +232,8 @@ def test_bootstrap_skips_resamples_without_a_verified_draft(des_traces, monkeypa
     import dataclasses
     import math
 
-    from lrsim import compose
     from lrsim.errors import InputError
+    from lrsim.prediction import compose
 
     d, *_ = des_traces
     traces = [read_trace(d / "ar.jsonl"), read_trace(d / "async.jsonl")]

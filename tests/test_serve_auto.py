@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_serve import FAST, cli
 
-from lrsim.adaptive import Arm, Policy, speedup
+from lrsim.adaptive.policy import Policy
 from lrsim.cost.passcost import constant, curve
 from lrsim.dists import Constant
 from lrsim.serve.auto import Chooser, candidates, load_costs
@@ -16,6 +16,7 @@ from lrsim.serve.engine import Row
 from lrsim.serve.grid import serve_grid
 from lrsim.serve.run import build_world, run_once
 from lrsim.sim import SimConfig
+from lrsim.theory.costaware import Arm, speedup
 
 
 def linear(a, b):

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lrsim.compose import Behaviour, plan, predict, run
 from lrsim.cost.hardware import HardwareSpec as Hardware
 from lrsim.cost.passcost import ProfileCost, curve
 from lrsim.dists import Constant, LogNormal, Uniform
+from lrsim.prediction.compose import Behaviour, plan, predict, run
 from lrsim.sim import Continuable, SimConfig, sharing, simulate
 from lrsim.sim.async_loop import applies
 from lrsim.sim.streams import Passes, capped_geometric

@@ -1,8 +1,8 @@
-"""lrsim.symbolic: the seed comparisons come out as derived, and the report renders."""
+"""lrsim.theory.symbolic: the seed comparisons come out as derived, and the report renders."""
 
 import json
 
-from lrsim import symbolic
+from lrsim.theory import symbolic
 
 
 def _by_name():

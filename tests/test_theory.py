@@ -8,7 +8,8 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lrsim import symbolic, theory
+from lrsim import theory
+from lrsim.theory import symbolic
 
 alphas = st.floats(0.001, 0.999)
 costs = st.floats(0.001, 5.0)

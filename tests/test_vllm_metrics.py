@@ -1,4 +1,4 @@
-"""``--vllm-metrics``: alpha2 from vLLM's speculative-decoding counters (lrsim.vllm_metrics), in calibrate, plan
+"""``--vllm-metrics``: alpha2 from vLLM's speculative-decoding counters (lrsim.prediction.vllm_metrics), in calibrate, plan
 and replay; every bad input one line on stderr with exit code 2."""
 
 import json
@@ -7,8 +7,8 @@ import math
 import pytest
 
 from lrsim.cli import main
+from lrsim.prediction.vllm_metrics import parse_dump, read_vllm_metrics
 from lrsim.stats import Z95
-from lrsim.vllm_metrics import parse_dump, read_vllm_metrics
 
 P = "vllm:spec_decode_num_"
 

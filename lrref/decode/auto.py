@@ -41,8 +41,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from lrsim.adaptive import Arm, Costs, Policy, arms, speedup
-from lrsim.adaptive_sim import AutoOptions
+from lrsim.adaptive.policy import AutoOptions, Policy, arms
+from lrsim.theory.costaware import Arm, Costs, speedup
 from lrsim.trace import ChoiceRecord, PassRecord
 
 from ..config import DEFAULT_NGRAM, DecodeConfig
@@ -141,7 +141,7 @@ class Tuner:
     """The decoder's adaptive state: the cost meter (every request) and a policy per request.
 
     :param cfg: the auto configuration (its seed, its ``auto_max_gamma``, its other settings for every arm).
-    :param options: the policy's options (:class:`lrsim.adaptive_sim.AutoOptions`: prior weight, switch margin,
+    :param options: the policy's options (:class:`lrsim.adaptive.sim.AutoOptions`: prior weight, switch margin,
         memory; one decision per cycle, ``dwell`` 1).
     """
 

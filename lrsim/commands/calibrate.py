@@ -42,7 +42,7 @@ def _traces(a: argparse.Namespace) -> str:
     from pathlib import Path
 
     from ..atomic import check_writable
-    from ..calibrate import calibrate, format_calibration
+    from ..prediction.calibrate import calibrate, format_calibration
 
     if a.profile_out:
         check_writable(Path(a.profile_out))

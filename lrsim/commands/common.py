@@ -92,8 +92,8 @@ def sim_flags(auto: bool = False) -> tuple[list, list]:
     ``auto``: ``--mode`` also takes ``auto`` (``lrsim simulate``)."""
     from ..cost.passcost import load_cost
     from ..dists import parse_dist
-    from ..sim import ENGINES, JOINS, TOKEN_MODELS
     from ..modes import COLOCATED
+    from ..sim import ENGINES, JOINS, TOKEN_MODELS
 
     scalars = [
         ("--mode", "mode", choice(SIM_MODES + (("auto",) if auto else ()))), ("--alpha1", "alpha1", unit),
@@ -221,7 +221,7 @@ def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: 
     its other flags, and ``number_flags``, are refused in one line; ``own``: flags of the group that mean
     something without it too, e.g. serve's ``--verifier-latency``).  With ``traces``, an architecture the command
     needs and no flag gives comes from their header's models when they name a shipped architecture or a
-    ``config.json`` here (:func:`lrsim.compose.recorded_archs`); else one line names the missing flag."""
+    ``config.json`` here (:func:`lrsim.prediction.compose.recorded_archs`); else one line names the missing flag."""
     from ..cost.hardware import HardwareSpec
     from ..latency.interp import Extrapolation
 
@@ -251,7 +251,7 @@ def _archs(a: argparse.Namespace, needed: Sequence[str], traces: Sequence | None
     archs = {"target": a.target_arch, "draft": a.draft_arch}
     recorded = {}
     if traces and any(archs[r] is None for r in needed):
-        from ..compose import recorded_archs
+        from ..prediction.compose import recorded_archs
 
         recorded = recorded_archs(traces)
     header = [r for r in needed if archs[r] is None and recorded.get(r, (None, None))[1] is not None]
@@ -285,8 +285,8 @@ def add_behaviour_args(p: argparse.ArgumentParser, alphas: bool) -> None:
 
 def behaviour(a: argparse.Namespace, alpha1: float, alpha2: float | None):
     """Behaviour from the command line's numbers."""
-    from ..compose import Behaviour
     from ..dists import Constant
+    from ..prediction.compose import Behaviour
     from ..sim import STEP_TOKENS
 
     return Behaviour(alpha1=alpha1, alpha2=alpha2, step_tokens=a.step_tokens or Constant(STEP_TOKENS),
@@ -297,10 +297,10 @@ def behaviour(a: argparse.Namespace, alpha1: float, alpha2: float | None):
 
 
 def add_vllm_args(p: argparse.ArgumentParser, instead: bool = True) -> None:
-    """``--vllm-metrics FILE|BEFORE,AFTER`` and ``--vllm-model NAME`` (:mod:`lrsim.vllm_metrics`); ``instead``: the
+    """``--vllm-metrics FILE|BEFORE,AFTER`` and ``--vllm-model NAME`` (:mod:`lrsim.prediction.vllm_metrics`); ``instead``: the
     flag stands in for ``--alpha2`` (plan, replay)."""
     also = "; alpha2 from it, in place of --alpha2" if instead else ""
-    g = p.add_argument_group("token acceptance from vLLM's speculative-decoding counters (lrsim.vllm_metrics)")
+    g = p.add_argument_group("token acceptance from vLLM's speculative-decoding counters (lrsim.prediction.vllm_metrics)")
     g.add_argument("--vllm-metrics", action="append", metavar="FILE|BEFORE,AFTER",
                    help="a Prometheus text dump of vLLM's /metrics, or two comma-separated dumps whose difference "
                         "(the counts between them) is fitted" + also)
@@ -308,7 +308,7 @@ def add_vllm_args(p: argparse.ArgumentParser, instead: bool = True) -> None:
 
 
 def vllm_metrics(a: argparse.Namespace):
-    """The fitted ``--vllm-metrics`` (:class:`lrsim.vllm_metrics.VllmCalibration`), or None without the flag."""
+    """The fitted ``--vllm-metrics`` (:class:`lrsim.prediction.vllm_metrics.VllmCalibration`), or None without the flag."""
     files = getattr(a, "vllm_metrics", None)
     if files is None:
         if getattr(a, "vllm_model", None) is not None:
@@ -316,7 +316,7 @@ def vllm_metrics(a: argparse.Namespace):
         return None
     if len(files) > 1:
         raise UsageError("--vllm-metrics given twice: give a window as one flag, --vllm-metrics BEFORE,AFTER")
-    from ..vllm_metrics import read_vllm_metrics
+    from ..prediction.vllm_metrics import read_vllm_metrics
 
     return read_vllm_metrics(files[0], a.vllm_model)
 
@@ -381,8 +381,8 @@ def write_html(a: argparse.Namespace, title: str, text: str, figures: Sequence) 
 
 
 def add_auto_args(p: argparse.ArgumentParser, phases: bool = False) -> None:
-    """The adaptive policy's options (:class:`lrsim.adaptive_sim.AutoOptions`) for ``--mode auto``."""
-    from ..adaptive_sim import AutoOptions
+    """The adaptive policy's options (:class:`lrsim.adaptive.sim.AutoOptions`) for ``--mode auto``."""
+    from ..adaptive.policy import AutoOptions
 
     d = AutoOptions()
     g = p.add_argument_group("--mode auto (lrsim.adaptive: the policy chooses mode, k1 and k2 every few steps)")
@@ -411,8 +411,8 @@ def add_auto_args(p: argparse.ArgumentParser, phases: bool = False) -> None:
 
 
 def auto_options(a: argparse.Namespace):
-    """:class:`lrsim.adaptive_sim.AutoOptions` from :func:`add_auto_args`' flags; bad values: InputError."""
-    from ..adaptive_sim import AutoOptions
+    """:class:`lrsim.adaptive.sim.AutoOptions` from :func:`add_auto_args`' flags; bad values: InputError."""
+    from ..adaptive.policy import AutoOptions
 
     try:
         k2s = tuple(sorted({int(k) for k in a.k2_options.split(",")}))

@@ -58,16 +58,16 @@ def add_parser(sub) -> None:
 def _simulated(a: argparse.Namespace, hw, traces) -> str:
     """``plan --trace`` and ``plan --hardware``: every configuration simulated on the recorded or composed
     workload (``traces``: read already when they come with ``--hardware``)."""
-    from ..prediction import format_trace_plan
+    from ..prediction.outcome import format_trace_plan
 
     progress = sys.stderr.isatty()
     if hw is None:
-        from ..replay import plan_from_traces
+        from ..prediction.replay import plan_from_traces
 
         traces = read_traces(a.trace)
         tp = plan_from_traces(traces, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, progress=progress)
         return _simulated_out(a, tp, format_trace_plan(tp, a.top), traces, None)
-    from ..compose import plan as composed_plan
+    from ..prediction.compose import plan as composed_plan
 
     if traces is not None:
         source, what = traces, "traces"

@@ -81,7 +81,7 @@ def run(a: argparse.Namespace) -> str:
 def _replay(a: argparse.Namespace) -> str:
     """Traces alone: their own behaviour and calibrated profile; with --hardware: the profile's timing and
     behaviour from the traces (architectures not given: their header's models) or from --alpha1 and its numbers."""
-    from ..prediction import format_prediction
+    from ..prediction.outcome import format_prediction
     from ..trace import recorded_setting
 
     if a.mode == "auto":
@@ -100,18 +100,18 @@ def _replay(a: argparse.Namespace) -> str:
     kw = dict(steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
               progress=sys.stderr.isatty())
     if hw is None:
-        from ..replay import predict
+        from ..prediction.replay import predict
 
         traces = read_traces(a.traces)
         p = predict(traces, _setting(a, recorded_setting(traces[0].header)), **kw)
     elif a.alpha1 is not None:
-        from ..compose import predict
+        from ..prediction.compose import predict
 
         if a.traces:
             raise UsageError("behaviour comes from traces or from --alpha1 and its numbers, not both")
         p = predict(behaviour(a, a.alpha1, a.alpha2), hw, _setting(a), **kw)
     else:
-        from ..compose import predict
+        from ..prediction.compose import predict
 
         p = predict(traces, hw, _setting(a, recorded_setting(traces[0].header)), **kw)
     if a.html:
@@ -125,8 +125,8 @@ def _replay(a: argparse.Namespace) -> str:
 
 def auto_run_report(a: argparse.Namespace, traces) -> str:
     """``lrsim replay`` on lrref ``--mode auto`` traces: what the run did per configuration and its decisions
-    checked against the closed forms (:func:`lrsim.adaptive_trace.check_auto_traces`)."""
-    from ..adaptive_trace import check_auto_traces
+    checked against the closed forms (:func:`lrsim.adaptive.trace.check_auto_traces`)."""
+    from ..adaptive.trace import check_auto_traces
 
     bad = given(a, ("k1", "k2", "width", "html"))
     if bad:
@@ -137,13 +137,13 @@ def auto_run_report(a: argparse.Namespace, traces) -> str:
 
 def run_auto(a: argparse.Namespace) -> str:
     """``lrsim replay --mode auto``: each recorded LR request replayed at its own step acceptance, the policy
-    choosing every few steps against every fixed configuration (:func:`lrsim.adaptive_sim.run_workload`); timing
+    choosing every few steps against every fixed configuration (:func:`lrsim.adaptive.sim.run_workload`); timing
     from the traces' calibrated profile, or from ``--hardware``."""
     from dataclasses import replace
 
-    from ..adaptive_sim import compose_config_of, costs_of, requests_from_traces, run_workload
-    from ..compose import behaviour_from_traces
-    from ..replay import trace_hardware
+    from ..adaptive.sim import compose_config_of, costs_of, requests_from_traces, run_workload
+    from ..prediction.compose import behaviour_from_traces
+    from ..prediction.replay import trace_hardware
 
     bad = given(a, ("k1", "k2", "width", "html", "alpha1"))
     if bad:

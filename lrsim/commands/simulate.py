@@ -48,7 +48,7 @@ def run_simulate(a: argparse.Namespace) -> str:
 
 def run_auto(a: argparse.Namespace, settings: dict) -> str:
     """``lrsim simulate --mode auto``: the policy against every fixed configuration it chooses among."""
-    from ..adaptive_sim import parse_phases, simulate_auto
+    from ..adaptive.sim import parse_phases, simulate_auto
     from ..errors import InputError
     from ..sim import SimConfig
 

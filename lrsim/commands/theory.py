@@ -41,14 +41,14 @@ def run_theorems(a: argparse.Namespace) -> str:
 
 
 def run_symbolic(a: argparse.Namespace) -> str:
-    from ..symbolic import report
+    from ..theory.symbolic import report
 
     return report(as_json=a.json)
 
 
 def run_report(a: argparse.Namespace) -> str:
-    from ..symbolic import compare_with_seeds
     from ..theorems import check_all
+    from ..theory.symbolic import compare_with_seeds
 
     a.top = 5
     check_html(a)
@@ -90,8 +90,8 @@ def _report_text(a: argparse.Namespace, p, results, seeds, measured: dict) -> st
 
 def embedded_summary(budget: int) -> dict:
     """Calibration of the embedded default traces and the closed-form plan they imply, priced by the simulator."""
-    from ..calibrate import calibrate
-    from ..replay import closed_form_plan
+    from ..prediction.calibrate import calibrate
+    from ..prediction.replay import closed_form_plan
     from ..trace import mode_name
 
     traces = read_traces([])

@@ -1,6 +1,6 @@
 """Calibration writes a profile: the recorded engine's pass costs from lr-traces, in the latency-profile format.
 
-Acceptance is behaviour (:mod:`lrsim.calibrate`); what a pass costs is
+Acceptance is behaviour (:mod:`lrsim.prediction.calibrate`); what a pass costs is
 timing, and here it becomes a :class:`~lrsim.latency.profile.Profile` like any
 measured one, so replaying traces is the same code path as ``--hardware``.
 
@@ -74,7 +74,6 @@ from scipy import optimize
 from ..errors import InputError
 from ..latency.profile import SETUP_MODES, ArchProfile, Profile, Provenance
 from ..trace import Trace, recorded_setting
-from .hardware import HardwareSpec
 
 GRID_BATCH = (1, 2, 4, 8, 16, 32, 64, 128)
 GRID_POSITIONS = (1, 2, 4, 8, 16, 32, 64)
@@ -487,8 +486,6 @@ def profile_from_traces(traces: Sequence[Trace], name: str = "calibrated", alpha
 
     :raises InputError: no timed target step.
     """
-    from ..calibrate import spec_fill
-
     check_one_machine(traces)
     tname, dname = model_names(traces)
     pure = pass_setups(traces)
@@ -562,14 +559,17 @@ def pass_residuals(traces: Sequence[Trace]) -> list[dict]:
     return out
 
 
-def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> HardwareSpec:
-    """The :class:`~lrsim.cost.hardware.HardwareSpec` of the profile these traces calibrate (``alpha2``: the token
-    acceptance, for the draft's passes with token speculation; default: calibrated from the traces)."""
-    if alpha2 is None:
-        from ..calibrate import calibrate
-
-        alpha2 = calibrate(traces).alpha2
-    prof = profile_from_traces(traces, "traces", alpha2)
-    tname, dname = model_names(traces)
-    has_draft = any(n.startswith(dname + "@") for n in prof.archs)
-    return HardwareSpec(prof, tname, dname if has_draft else None)
+def spec_fill(traces: Sequence[Trace]) -> float | None:
+    """Share of the ``k2 - 1`` speculative positions a target pass proposed, pooled over the traces with token
+    speculation: ``sum ngram_drafted / sum (forwards (k2 - 1))`` (n-gram lookup proposes fewer when it finds a
+    short match or none).  None without n-gram counts."""
+    num = den = 0.0
+    for t in traces:
+        k2 = recorded_setting(t.header).k2
+        if k2 < 2:
+            continue
+        for s in t.steps:
+            if s.target_forwards and s.ngram_drafted is not None and not s.cancelled:
+                num += s.ngram_drafted
+                den += s.target_forwards * (k2 - 1)
+    return min(num / den, 1.0) if den else None

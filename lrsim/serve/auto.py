@@ -38,8 +38,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..adaptive import Arm, Beta, Costs, Policy
+from ..adaptive.policy import Beta, Policy
 from ..sim import SimConfig
+from ..theory.costaware import Arm, Costs
 from .pricing import Pricer
 from .request import World
 

@@ -1,13 +1,13 @@
 """A serving workload from lr-traces: behaviour, timing and request lengths calibrated from recorded runs.
 
 Any decoder that writes the lr-trace format (``docs/trace-schema.md``: lrref,
-or another engine) can feed this, as :mod:`lrsim.replay` does, through the
+or another engine) can feed this, as :mod:`lrsim.prediction.replay` does, through the
 same two halves:
 
-- behaviour (:func:`lrsim.compose.behaviour_from_traces`): step acceptance
+- behaviour (:func:`lrsim.prediction.compose.behaviour_from_traces`): step acceptance
   ``alpha1``, token acceptance ``alpha2``, empirical draft and target step
   lengths, the verifier's latency sample, how the sync verifier was called;
-- timing (:func:`lrsim.replay.trace_hardware`): the profile the traces
+- timing (:func:`lrsim.prediction.replay.trace_hardware`): the profile the traces
   calibrate, each mode priced on the setup its own traces ran on (sync modes
   on theirs, lr-async on its own), as replay prices them;
 - request lengths: the recorded (prompt, output) pairs, resampled jointly.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..compose import sim_config
 from ..cost.hardware import HardwareSpec
 from ..errors import InputError
+from ..prediction.compose import sim_config
 from ..sim import SimConfig
 from ..trace import Setting, Trace
 
@@ -30,8 +30,8 @@ def decode_from_traces(traces: Sequence[Trace], k2: int = 1) -> tuple[SimConfig,
     per mode)."""
     from dataclasses import replace
 
-    from ..compose import behaviour_from_traces
-    from ..replay import trace_hardware
+    from ..prediction.compose import behaviour_from_traces
+    from ..prediction.replay import trace_hardware
 
     b = behaviour_from_traces(traces)
     hw = trace_hardware(traces, b.alpha2)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .. import theory
 from ..stats import batch_means
+from ..theory import forms as theory
 from .config import SimConfig, target_sequences
 from .workload import accept_probability
 

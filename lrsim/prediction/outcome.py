@@ -1,7 +1,7 @@
 """What a prediction returns: :class:`Prediction` (one configuration) and :class:`TracePlan` (a ranked plan).
 
-Shared by replay from traces (:mod:`lrsim.replay`) and composition with a
-latency profile (:mod:`lrsim.compose`), which are one code path: behaviour
+Shared by replay from traces (:mod:`lrsim.prediction.replay`) and composition with a
+latency profile (:mod:`lrsim.prediction.compose`), which are one code path: behaviour
 plus a :class:`~lrsim.cost.hardware.HardwareSpec`.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from .trace import Setting
+from ..trace import Setting
 
 TINY_C2 = 1e-9  # n-gram drafting cost: already inside the measured cost of a pass
 

@@ -13,7 +13,7 @@ Every function broadcasts over numpy arrays and returns ``float`` arrays
     steps) it computes in one call.  For sync LR and token SD this is the
     number of drafted units plus one; for async LR it is the look-ahead depth.
 
-Each formula is derived from its definition in :mod:`lrsim.symbolic`; the
+Each formula is derived from its definition in :mod:`lrsim.theory.symbolic`; the
 tests hold this module against those derivations.  Common assumptions: the
 verifier is free, every unit costs the same, one draft branch (``W = 1``) and
 a batch of ``k`` target units costs as much as one.
@@ -26,8 +26,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .errors import InputError
-from .modes import LR_MODES
+from ..errors import InputError
+from ..modes import LR_MODES
 
 Mode = Literal["sync", "async"]
 MODES: tuple[str, ...] = LR_MODES
@@ -64,6 +64,12 @@ def draft_limit(c: ArrayLike) -> np.ndarray:
     return np.ceil(1.0 / c * (1 - 1e-9))
 
 
+def expected_kept(a: ArrayLike, k: ArrayLike) -> np.ndarray:
+    """``(1 - a^k) / (1 - a)``: what ``k`` chances keep in expectation, ``1 + a + ... + a^(k-1)``
+    (``E[min(X, k-1) + 1]`` with ``X`` the geometric number of accepted drafts); ``a < 1``."""
+    return (1 - a**k) / (1 - a)  # floats or numpy arrays (the policy calls it per configuration: no array here)
+
+
 def g(alpha: ArrayLike, c: ArrayLike, k: ArrayLike) -> np.ndarray:
     """Token-level SD speedup with ``k`` parallel positions (``k - 1`` drafts).
 
@@ -75,7 +81,7 @@ def g(alpha: ArrayLike, c: ArrayLike, k: ArrayLike) -> np.ndarray:
     i.i.d. acceptance (Leviathan et al. 2023, Thm 3.8 with gamma = k - 1).
     """
     a, c, k = _alpha(alpha), _cost(c), _depth(k)
-    return (1 - a**k) / ((1 - a) * (1 - c + c * k))
+    return expected_kept(a, k) / (1 - c + c * k)
 
 
 def f_sync(alpha: ArrayLike, c: ArrayLike, k: ArrayLike) -> np.ndarray:
@@ -111,7 +117,7 @@ def s2(alpha: ArrayLike, c: ArrayLike, k: ArrayLike) -> np.ndarray:
                     {(1-\\alpha) + c\\,(\\alpha - \\alpha^{k+1}
                      - k(1-\\alpha)\\alpha^k)}
 
-    Derived in :func:`lrsim.symbolic.derive_s2` from
+    Derived in :func:`lrsim.theory.symbolic.derive_s2` from
     ``E[ceil((X+1)/k)] = 1/(1-alpha^k)`` and
     ``E[X mod k] = (alpha - k alpha^k + (k-1) alpha^(k+1)) / ((1-alpha)(1-alpha^k))``.
     The seeds print the denominator as ``(1-a) + c a - a^(k+1) - k(1-a) a^k``,
