@@ -181,7 +181,7 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
 
     :raises UsageError: a bad ``--async-threads``; the config's own checks (:class:`lrref.session.SessionConfig`).
     """
-    from .config import AUTO, DEFAULT_SYSTEM, parse_mode
+    from .config import AUTO, DEFAULT_SYSTEM, LR_MODES, parse_mode
     from .session import SessionConfig
 
     try:
@@ -190,7 +190,7 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
         raise UsageError(f"--async-threads must be 'TARGET,DRAFT' integers, got {a.async_threads!r}") from None
     bases = {parse_mode(m)[0] for m in modes}
     if AUTO in bases:  # flags auto would override, when no other mode of the run uses them
-        unused = [f for f, v, users in (("--gamma", a.gamma, {"lr-sync", "lr-async"}), ("--ngram", a.ngram, bases))
+        unused = [f for f, v, users in (("--gamma", a.gamma, set(LR_MODES)), ("--ngram", a.ngram, bases))
                   if v is not None and not (users & bases) - {AUTO}]
         if unused:
             raise UsageError(f"--mode auto chooses gamma and n-gram itself: drop {', '.join(unused)}")

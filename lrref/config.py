@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from lrsim.errors import InputError
 from lrsim.fields import help_texts, option
 from lrsim.modes import ALL_DECODE_MODES as MODES  # every mode, canonical names (lrsim.modes: the one home)
+from lrsim.modes import AUTO, REGISTRY, DecodeMode
 from lrsim.modes import DECODE_MODES as BASE_MODES
 from lrsim.modes import LR_DECODE_MODES as LR_MODES  # base modes that need a draft and a verifier
 
@@ -23,9 +24,8 @@ BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's defa
 BACKENDS = ("auto", "hf", "vllm", "llamacpp")  # --backend, SessionConfig.backend
 MODE_HELP = ("ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = "
              "lr-async+sd; auto: the decoder chooses among ar, sd and lr-sync(+sd) and gamma at every step boundary")
-AUTO = "auto"  #: the adaptive mode (lrref.decode.auto): ar, sd and lr-sync(+sd) chosen online
-DRAFT_IN_PROCESS = ("lr-sync", AUTO)  #: modes whose draft model runs in the main process
-DRAFT_MODES = LR_MODES + (AUTO,)  #: base modes that need a draft and a verifier (auto may choose LR)
+DRAFT_IN_PROCESS = tuple(n for n, m in REGISTRY.items() if m.draft_runs == "main")  #: draft in the main process
+DRAFT_MODES = tuple(n for n, m in REGISTRY.items() if m.draft)  #: need a draft and a verifier (auto may choose LR)
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
 MAX_AUTO_GAMMA = 8  # auto_max_gamma's bound
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -53,10 +53,11 @@ def parse_mode(mode: str) -> tuple[str, bool]:
     m = {"lr": "lr-async"}.get(m, m)
     if m == AUTO and not ng:
         return AUTO, False
-    if m == "sd":
-        return "ar", True
-    if m not in BASE_MODES or (ng and m == "ar" and mode.strip().lower() != "sd"):
+    spec = REGISTRY.get(m)
+    if spec is None or spec.sim is None or (ng and spec.ngram != "suffix"):
         raise InputError(f"unknown mode {mode!r} ({MODE_HELP})")
+    if spec.ngram == "on":  # sd: ar with n-gram speculation
+        return "ar", True
     return m, ng
 
 
@@ -111,8 +112,9 @@ class DecodeConfig:
                 raise InputError(f"{name.replace('_', '-')} must be cpu, cuda or cuda:N, got {v!r}")
         if base == AUTO:
             self._check_auto()
-        if self.width > 1 and base != "lr-sync":
-            raise InputError("width > 1 is implemented for lr-sync only")
+        if self.width > 1 and not REGISTRY[base].widths:
+            raise InputError(f"width > 1 is implemented for {', '.join(n for n, m in REGISTRY.items() if m.widths)} "
+                             "only")
         if self.width > 1 and self.draft_sampling.greedy:
             raise InputError("width > 1 needs a draft temperature > 0 (greedy drafts are all the same)")
         if self.width ** self.gamma > 256:
@@ -132,6 +134,11 @@ class DecodeConfig:
     @property
     def base(self) -> str:
         return parse_mode(self.mode)[0]
+
+    @property
+    def spec(self) -> DecodeMode:
+        """The base mode's rules (:data:`lrsim.modes.REGISTRY`)."""
+        return REGISTRY[self.base]
 
     @property
     def is_lr(self) -> bool:
@@ -172,7 +179,7 @@ class DecodeConfig:
     @property
     def main_threads(self) -> int:
         """torch threads of the main process (the target's): ``target_threads`` in lr-async, else ``threads``."""
-        return self.target_threads if self.base == "lr-async" else self.threads
+        return getattr(self, self.spec.threads_field)
 
     def trace_config(self) -> dict:
         d = config_dict(self)

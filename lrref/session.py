@@ -375,7 +375,7 @@ class Session:
             return None
         from .backends.llamacpp import header_info
 
-        draft_threads = cfg.draft_threads if cfg.base == "lr-async" else cfg.threads
+        draft_threads = cfg.draft_threads if cfg.spec.draft_runs == "own" else cfg.threads
         return header_info(self.target, self.paths["draft"] if cfg.is_lr else None, cfg.main_threads, draft_threads)
 
     def _check(self, cfg: DecodeConfig) -> None:

@@ -35,7 +35,7 @@ Never imports torch.  Modules:
 - :mod:`lrsim.format`     the text of a closed-form plan and of a simulation (the CLI's and the API's)
 - :mod:`lrsim.stats`      Wilson interval and batch means
 - :mod:`lrsim.atomic`     atomic file writes
-- :mod:`lrsim.modes`      mode names (every mode tuple) and the gamma -> k1 rule
+- :mod:`lrsim.modes`      the mode registry (each mode's rules), every mode tuple, the gamma -> k1 rule
 - :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref
 - :mod:`lrsim.fields`     dataclass fields with help text
 - :mod:`lrsim.cli`        the ``lrsim`` command (one module per subcommand in :mod:`lrsim.commands`)

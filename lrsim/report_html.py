@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 
 from .atomic import atomic_write
 from .errors import InputError
+from .modes import LR_MODES
 
 Figure = tuple[str, go.Figure]  #: (caption, figure)
 COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
@@ -76,7 +77,7 @@ def _budget_lines(p) -> Figure:
 
 def simulated_plan_figures(tp) -> list[Figure]:
     """A simulated :class:`lrsim.prediction.TracePlan`: speedup over (k1, k2) per LR mode, and the pure lines."""
-    modes = [m for m in ("sync", "async") if any(r["mode"] == m and r["width"] == 1 for r in tp.ranked)]
+    modes = [m for m in LR_MODES if any(r["mode"] == m and r["width"] == 1 for r in tp.ranked)]
     fig = make_subplots(rows=1, cols=max(1, len(modes)), subplot_titles=[f"{m} LR" for m in modes])
     best = tp.best.setting
     for col, mode in enumerate(modes, 1):

@@ -62,7 +62,7 @@ from typing import IO, Any, Callable, Iterable, Iterator
 from .atomic import atomic_output
 from .errors import InputError
 from .fields import option
-from .modes import COLOCATED, SIM_MODES, VERIFY_CALLS, lookahead_schedule
+from .modes import COLOCATED, NGRAM_SUFFIX, REGISTRY, SIM_MODES, VERIFY_CALLS, lookahead_schedule
 
 SCHEMA = "lr-trace"
 VERSION = 1  # major version: bump on incompatible changes
@@ -595,11 +595,12 @@ def _legacy_setting(header: Header) -> Setting:
     if header.source == "lrsim.des" or "k1" in cfg:
         return Setting(str(cfg.get("mode", "ar")), int(cfg.get("k1", 1)), int(cfg.get("k2", 1)),
                        int(cfg.get("width", 1)), str(cfg.get("verify_calls", "one")), "default")
-    mode = str(cfg.get("base_mode") or header.mode).split("+")[0]
+    mode = str(cfg.get("base_mode") or header.mode).removesuffix(NGRAM_SUFFIX)
     k2 = int(cfg.get("k2") or (cfg.get("ngram_k") or cfg.get("ngram") or 0) + 1)
     gamma = int(cfg.get("gamma") or 1)
     width = int(cfg.get("width") or 1)
-    threads = cfg.get("target_threads") if mode == "lr-async" else cfg.get("threads")
+    spec = REGISTRY.get(mode)
+    threads = cfg.get(spec.threads_field if spec else "threads")  # lr-async's target: target_threads
     hardware = f"threads={threads}" if threads else "default"
     n = int(cfg.get("concurrency") or 1)
     try:

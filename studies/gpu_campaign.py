@@ -74,7 +74,7 @@ PAIRS = (("qwen2.5-32b", "qwen2.5-1.5b"), ("qwen3-32b", "qwen3-1.7b"))  # the fi
 WARMUP, REPEATS = 2, 5
 POINT_WARMUP, POINT_REPEATS = 1, 3  # trace-points: few shapes, each timed a little less (median of 3)
 PROCESS_S = 10.0  # stated time of starting a Python process that imports torch and transformers
-TRACE_MODES = ("ar", "lr-sync", "lr-async")
+CAMPAIGN_MODES = ("ar", "lr-sync", "lr-async")
 TRACE_P = 0.5  # the random verifier's acceptance probability
 TRACES_BUDGET_S = 240.0  # the paper pair's traces, stated on an H100: what the first window spends before the rest
 #                          (180 s before the warm-up request; the H200 of 2026-11-27 started in ~35 s, not 7 min)
@@ -357,7 +357,7 @@ def trace_command(c: Campaign, target: str, draft: str) -> list[str]:
     would spend the window, and each trace's header records what else ran, ``hardware.load``)."""
     ts, out = c.traces, c.work / "traces" / f"{target}+{draft}"
     cmd = [sys.executable, "-m", "lrref.cli", "bench", "--random-weights", f"{target},{draft}", "--device", c.device,
-           "--modes", ",".join(TRACE_MODES), "--verifier", "random", "--threshold", str(TRACE_P), "--out", str(out),
+           "--modes", ",".join(CAMPAIGN_MODES), "--verifier", "random", "--threshold", str(TRACE_P), "--out", str(out),
            "--n", str(ts.n), "--max-tokens", str(ts.tokens), "--max-step-tokens", str(ts.step),
            "--gamma", str(ts.gamma), "--prompt-tokens", str(ts.prompt), "--warmup", str(ts.warmup)]
     return cmd + (["--threads", "1", "--async-threads", "1,1"] if c.tiny else [])
@@ -380,7 +380,7 @@ def pair_traces(c: Campaign, target: str, draft: str) -> list:
     from lrsim.trace import read_trace
 
     folder = c.work / "traces" / f"{target}+{draft}"
-    paths = [folder / f"trace-{m}.jsonl" for m in TRACE_MODES]
+    paths = [folder / f"trace-{m}.jsonl" for m in CAMPAIGN_MODES]
     return [read_trace(p) for p in paths if p.is_file()]
 
 
@@ -666,15 +666,16 @@ def trace_decode_s(c: Campaign, target: str, draft: str) -> dict[str, float]:
     as one pass, as the model's launch-bound eager passes nearly are."""
     from lrsim import theory
     from lrsim.gpu.model import forward_s
+    from lrsim.modes import LR_DECODE_MODES, lookahead_schedule
     from lrsim.prediction.outcome import TINY_C2
 
     ts = c.traces
     ctx = ts.prompt + ts.tokens / 2
     tt, td = (float(forward_s(_model_setup(c, a), ctx, 1, 1, "wall")) for a in (target, draft))
     ar = (ts.n + ts.warmup) * ts.tokens * tt  # the warm-up request decodes as the timed ones
-    lr = {"lr-sync": ("sync", ts.gamma + 1), "lr-async": ("async", ts.gamma)}
-    return {"ar": ar} | {m: ar / float(theory.h(TRACE_P, td / tt, k, 0.5, TINY_C2, 1, mode))
-                         for m, (mode, k) in lr.items()}
+    lr = {m: lookahead_schedule(m, ts.gamma) for m in CAMPAIGN_MODES if m in LR_DECODE_MODES}  # gamma -> k1
+    return {"ar": ar} | {m: ar / float(theory.h(TRACE_P, td / tt, s.k1, 0.5, TINY_C2, 1, s.mode))
+                         for m, s in lr.items()}
 
 
 def estimate_traces_s(c: Campaign, target: str, draft: str) -> float:
@@ -690,7 +691,7 @@ def traces_what(c: Campaign, target: str, draft: str) -> str:
     """What the traces part runs, and where its stated time goes (a warning when the paper pair's is past
     ``TRACES_BUDGET_S``: then ``TRACES`` must be cut again)."""
     ts = c.traces
-    what = (f"lrref bench --random-weights {target},{draft}: {', '.join(TRACE_MODES)}, p = {TRACE_P}, "
+    what = (f"lrref bench --random-weights {target},{draft}: {', '.join(CAMPAIGN_MODES)}, p = {TRACE_P}, "
             f"{ts.n} x {ts.tokens} tokens")
     if c.tiny:
         return what

@@ -21,7 +21,8 @@ from lrsim.dists import Constant, LogNormal
 from lrsim.prediction.compose import Behaviour, predict
 from lrsim.prediction.replay import predict as replay_predict
 from lrsim.serve.calibration import decode_from_traces, length_pairs
-from lrsim.serve.config import SIM_MODE, ServeConfig
+from lrsim.modes import SIM_MODE
+from lrsim.serve.config import ServeConfig
 from lrsim.serve.grid import serve_grid
 from lrsim.sim import SimConfig, simulate
 from lrsim.trace import Setting, default_traces, read_trace

@@ -234,7 +234,7 @@ def test_mode_tuples_have_one_home():
     from lrsim.latency import profile
     from lrsim.serve import config, plan
 
-    assert config.SERVE_MODES is modes.SERVE_MODES and config.SIM_MODE is modes.SIM_MODE
+    assert config.SERVE_MODES is modes.SERVE_MODES and config.REGISTRY is modes.REGISTRY
     assert modes.SERVE_MODES[:-1] == modes.DECODE_MODES and modes.SERVE_MODES[-1] == "auto"
     assert plan.LR is modes.LR_DECODE_MODES
     assert fromtraces.SETUP_MODES is profile.SETUP_MODES is modes.SIM_MODES

@@ -42,6 +42,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from lrsim.adaptive.policy import AutoOptions, Policy, arms
+from lrsim.modes import NGRAM_SUFFIX, TRACE_MODES, gamma_of_k1
 from lrsim.theory.costaware import Arm, Costs, speedup
 from lrsim.trace import ChoiceRecord, PassRecord
 
@@ -66,7 +67,8 @@ def arm_config(cfg: DecodeConfig, arm: Arm) -> DecodeConfig:
     ngram = arm.k2 - 1
     if arm.mode == "ar":
         return replace(cfg, mode="sd" if ngram else "ar", ngram=ngram, gamma=1)
-    return replace(cfg, mode="lr-sync+sd" if ngram else "lr-sync", gamma=arm.k1 - 1, ngram=ngram)
+    mode = TRACE_MODES[arm.mode]  # auto runs lr-sync (candidates)
+    return replace(cfg, mode=mode + NGRAM_SUFFIX if ngram else mode, gamma=gamma_of_k1(arm.mode, arm.k1), ngram=ngram)
 
 
 class Meter:

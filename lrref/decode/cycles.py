@@ -31,7 +31,7 @@ def request_steps(req: Request, hook: CycleHook | None = None) -> Steps:
     while req.left > 0:
         if hook is not None:
             hook.begin(req, cycle)
-        if req.cfg.base == "ar":
+        if not req.cfg.spec.draft:  # ar, sd: target-only steps
             done = yield from ar_step(req, cycle)
         else:
             done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()

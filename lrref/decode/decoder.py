@@ -80,7 +80,7 @@ class Decoder:
         if cfg.draft_in_process and draft is None:
             raise InputError(f"{cfg.base} needs a draft backend")
         self.tuner = Tuner(cfg) if cfg.base == AUTO else None  #: auto's costs and policies
-        if cfg.base == "lr-async":
+        if cfg.spec.draft_runs == "own":
             if not draft_path:
                 raise InputError("lr-async needs the draft model path (it runs in its own process)")
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, self.t0,
@@ -126,7 +126,7 @@ class Decoder:
         req = self._start(request, prompt_ids)
         self._set_threads()
         with attached(self._pass_logs()):
-            if self.cfg.base == "lr-async":
+            if self.cfg.spec.draft_runs == "own":
                 eng = self.target.engine(self.cfg.sampling, self.cfg.ngram_cfg, self.clock)
                 run_async_direct(self._steps(req), eng, self.worker, req.index)
                 req.res.draft_s += self.worker.settle(req.index)  # its draft passes, the cancelled step's too
@@ -193,7 +193,7 @@ class Decoder:
     def _steps(self, req: Request) -> Steps | AsyncSteps:
         """The request's job generator: lr-async's pipeline (its draft time is overlapped), else
         :func:`lrref.decode.cycles.request_steps` (auto's with its tuner as the cycle hook)."""
-        if self.cfg.base == "lr-async":
+        if self.cfg.spec.draft_runs == "own":
             req.res.draft_overlapped = True
             return AsyncPipeline(req, self.worker.send).run()
         return request_steps(req, self.tuner)  # auto: the tuner sets each cycle's configuration
@@ -288,7 +288,7 @@ def make_header(cfg: DecodeConfig, models: dict, backend: str, verifier: dict | 
 
     from lrsim.trace import Setting, machine_facts
 
-    threads = cfg.target_threads if cfg.base == "lr-async" else cfg.threads
+    threads = cfg.main_threads
     torch = sys.modules.get("torch")  # not loaded by the llama.cpp backend
     gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if torch and cfg.device.startswith("cuda") else None
     dtype = (backend_info or {}).get("dtype") or resolve_dtype(cfg.dtype, cfg.device)
@@ -321,7 +321,7 @@ def placement(cfg: DecodeConfig) -> str:
     (``--draft-threads``), but shares a GPU it runs on with the target."""
     if not cfg.is_lr:
         return "none"
-    if cfg.base == "lr-async" and not (cfg.draft_on.startswith("cuda") and cfg.draft_on == cfg.device):
+    if cfg.spec.draft_runs == "own" and not (cfg.draft_on.startswith("cuda") and cfg.draft_on == cfg.device):
         return "verifier"
     return "draft+verifier"
 

@@ -22,16 +22,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..modes import LR_MODES, k1_of_gamma
 from ..theory.costaware import Arm, Costs, speedup
 
 
-def arms(max_gamma: int = 8, k2s: Iterable[int] = (1, 4), modes: Iterable[str] = ("sync", "async")) -> list[Arm]:
+def arms(max_gamma: int = 8, k2s: Iterable[int] = (1, 4), modes: Iterable[str] = LR_MODES) -> list[Arm]:
     """Every configuration up to ``max_gamma`` drafted steps, with each token-SD width of ``k2s``."""
     k2s = sorted(set(k2s))
     out = [Arm("ar", 1, k2) for k2 in k2s]
     for mode in modes:
         for gamma in range(1, max_gamma + 1):
-            k1 = gamma + 1 if mode == "sync" else gamma
+            k1 = k1_of_gamma(mode, gamma)
             if k1 >= 2:
                 out += [Arm(mode, k1, k2) for k2 in k2s]
     return out
@@ -159,7 +160,7 @@ class AutoOptions:
 
     max_gamma: int = 8  #: deepest LR configuration
     k2s: tuple[int, ...] = (1, 4)  #: token-SD widths
-    modes: tuple[str, ...] = ("sync", "async")  #: LR modes
+    modes: tuple[str, ...] = LR_MODES  #: LR modes
     dwell: int = 4  #: decisions a choice is kept
     switch_margin: float = 1 / 16  #: gain a new choice needs under the same draw (a switch: ~1 step in 16)
     segment_steps: int = 4  #: output steps per decision

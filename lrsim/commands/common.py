@@ -426,5 +426,5 @@ def auto_options(a: argparse.Namespace):
         raise InputError(f"--switch-margin must be in [0, 1), got {a.switch_margin}")
     if a.memory < a.prior_weight:
         raise InputError(f"--memory must be >= --prior-weight ({a.prior_weight:g}), got {a.memory:g}")
-    return AutoOptions(a.max_gamma, k2s, ("sync", "async"), a.dwell, a.switch_margin, a.segment_steps,
+    return AutoOptions(a.max_gamma, k2s, LR_MODES, a.dwell, a.switch_margin, a.segment_steps,
                        a.prior_weight, a.memory, a.objective)

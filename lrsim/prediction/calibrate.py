@@ -38,6 +38,7 @@ from scipy import optimize, stats
 
 from ..cost.fromtraces import spec_fill
 from ..errors import InputError
+from ..modes import NGRAM_SUFFIX, REGISTRY
 from ..stats import paired_outcomes, ratio_of_means, wilson
 from ..theory.forms import expected_kept
 from ..trace import Setting, StepRecord, Trace, mode_name, read_trace, recorded_setting
@@ -388,7 +389,8 @@ def _summary_or_none(xs: list) -> Summary | None:
 def verifier_label(trace: Trace) -> str | None:
     """The run's verifier as the header records it (``config.verifier``): e.g. ``embedding 0.85``,
     ``exact-strict``, ``math 0.85``; None for a mode without one, or a header without it."""
-    if mode_name(trace.header).split("+")[0] in ("ar", "sd"):
+    mode = REGISTRY.get(mode_name(trace.header).removesuffix(NGRAM_SUFFIX))
+    if mode is not None and not mode.verifier:
         return None
     v = (trace.header.config or {}).get("verifier")
     if not isinstance(v, dict) or not v.get("name"):

@@ -46,6 +46,7 @@ from ..cost.hardware import HardwareSpec
 from ..dists import Constant, Dist, Empirical
 from ..errors import InputError
 from ..fields import option
+from ..modes import LR_MODES
 from ..sim import Continuable, SimConfig, sharing, simulate
 from ..theory import forms as theory
 from ..trace import Setting, Trace, recorded_setting
@@ -601,7 +602,7 @@ def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int,
     clip = partial(min, 1 - 1e-6)
     a1, a2 = clip(max(b.alpha1, 1e-6)), clip(max(b.alpha2 if b.alpha2 is not None else 0.5, 1e-6))
     cf = {}
-    for mode in ("sync", "async"):
+    for mode in LR_MODES:
         p = closed_plan(a1, hw.c1(mode, b.prompt_tokens), a2, TINY_C2, budget, mode)
         cf[mode] = {"k1": p.k1, "k2": p.k2 if b.alpha2 is not None else 1, "speedup": p.speedup}
     mode = max(cf, key=lambda m: cf[m]["speedup"])

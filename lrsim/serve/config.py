@@ -18,7 +18,7 @@ from ..cost.hardware import HardwareSpec
 from ..dists import Constant, Dist
 from ..errors import InputError
 from ..fields import option
-from ..modes import SERVE_MODES, SIM_MODE
+from ..modes import AUTO, REGISTRY, SERVE_MODES
 from ..sim import SimConfig
 
 AUTO_BASE = "lr-async"  #: the mode whose engines, pricing and deepest k1 an auto run uses (lrsim.serve.auto)
@@ -132,13 +132,14 @@ def mode_config(cfg: ServeConfig, mode: str, seed: int = 0) -> SimConfig:
     ``auto``: lr-async's, the deepest configuration it may choose, :mod:`lrsim.serve.auto`)."""
     sim = cfg.decode
     check_mode(mode)
-    if mode == "auto":
+    if mode == AUTO:
         return mode_config(cfg, AUTO_BASE, seed)
-    if mode == "sd" and sim.k2 < 2:
-        raise InputError("mode sd (token-level SD) needs k2 >= 2")
-    k1 = 1 if mode in ("ar", "sd") else sim.k1
-    k2 = 1 if mode == "ar" else sim.k2
-    sim = replace(sim, mode=SIM_MODE[mode], k1=k1, k2=k2, seed=seed, steps=1)
+    m = REGISTRY[mode]
+    if m.ngram == "on" and sim.k2 < 2:
+        raise InputError(f"mode {mode} (token-level SD) needs k2 >= 2")
+    k1 = sim.k1 if m.draft else 1  # target-only modes: one step a pass
+    k2 = 1 if m.ngram == "off" else sim.k2  # ar: no token speculation
+    sim = replace(sim, mode=m.sim, k1=k1, k2=k2, seed=seed, steps=1)
     if cfg.placement and sim.mode in cfg.placement and sim.colocated == "none":
         sim = replace(sim, colocated=cfg.placement[sim.mode])  # as the traces' own runs placed their roles
     hw = cfg.hardware

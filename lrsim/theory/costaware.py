@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import InputError
+from ..modes import SIM_MODES, gamma_of_k1
 from .forms import draft_limit, expected_kept
 
 A_MAX = 1 - 1e-6  # acceptance is clipped below 1 (the closed forms divide by 1 - a)
@@ -45,7 +46,7 @@ class Arm:
     k2: int = 1  #: positions per target pass with token SD inside (1: none)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("ar", "sync", "async") or self.k1 < 1 or self.k2 < 1:
+        if self.mode not in SIM_MODES or self.k1 < 1 or self.k2 < 1:
             raise InputError(f"bad configuration: mode {self.mode!r}, k1 {self.k1}, k2 {self.k2}")
         if (self.mode == "ar") != (self.k1 == 1):
             raise InputError(f"{self.mode} with k1 = {self.k1}: ar has k1 = 1, LR k1 >= 2")
@@ -56,7 +57,7 @@ class Arm:
         sd = f"k2={self.k2}"
         if self.mode == "ar":
             return "ar" if self.k2 == 1 else f"sd {sd}"
-        gamma = self.k1 - 1 if self.mode == "sync" else self.k1
+        gamma = gamma_of_k1(self.mode, self.k1)
         return f"lr-{self.mode} gamma={gamma}" + (f" +sd {sd}" if self.k2 > 1 else "")
 
 
