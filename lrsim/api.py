@@ -232,17 +232,10 @@ def predict(mode: str | None = None, k1: int | None = None, k2: int | None = Non
 
 def _setting(traces: list | None, mode: str | None, k1: int | None, k2: int | None, width: int | None):
     """The configuration to predict: given values over the first trace's recorded ones (as ``lrsim replay``)."""
-    from .errors import InputError
-    from .trace import Setting, recorded_setting
+    from .prediction.outcome import requested_setting
+    from .trace import recorded_setting
 
-    rec = recorded_setting(traces[0].header) if traces else None
-    mode = mode or (rec.mode if rec else "async")
-    same = rec is not None and rec.mode == mode
-    s = Setting(mode, k1 or (rec.k1 if same else (1 if mode == "ar" else 4)), k2 or (rec.k2 if rec else 1),
-                width or (rec.width if rec else 1))
-    if s.mode == "ar" and s.k1 != 1:
-        raise InputError("mode ar has k1 = 1")
-    return s
+    return requested_setting(recorded_setting(traces[0].header) if traces else None, mode, k1, k2, width)
 
 
 def simulate_serving(rates: Sequence[float] | float | None = None, *, concurrency: Sequence[int] | None = None,

@@ -251,3 +251,20 @@ def test_bootstrap_skips_resamples_without_a_verified_draft(des_traces, monkeypa
     monkeypatch.setattr(compose, "behaviour_from_traces", lambda s: dataclasses.replace(real(s), alpha1=math.nan))
     with pytest.raises(InputError, match="only 0 of 20 resamples"):
         compose._bootstrap(traces, None, Setting("async", 2, 1), 2000, 0, 20, 0.0, False, True)
+
+
+def test_replay_reads_each_trace_once(tmp_path, capsys):
+    """A bad line is warned about once: ``lrsim replay`` reads its traces once (issue 43)."""
+    import gzip
+
+    from lrsim.trace import default_traces
+
+    paths = []
+    for p in default_traces():
+        if p.name in ("trace-ar.jsonl.gz", "trace-lr-async.jsonl.gz"):
+            out = tmp_path / p.name.removesuffix(".gz")
+            out.write_text(gzip.open(p, "rt").read() + '{"kind": "step", "broken\n')
+            paths.append(str(out))
+    assert main(["replay", *paths, "--mode", "async", "--k1", "2", "--steps", "300", "--bootstrap", "0"]) == 0
+    err = capsys.readouterr().err
+    assert sum("warning" in line for line in err.splitlines()) == 2, err  # one per trace, not two

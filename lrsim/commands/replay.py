@@ -55,18 +55,10 @@ def add_parser(sub) -> None:
 
 
 def _setting(a: argparse.Namespace, rec=None):
-    from ..trace import Setting
+    """The flags' configuration over the recorded one (:func:`lrsim.prediction.outcome.requested_setting`)."""
+    from ..prediction.outcome import requested_setting
 
-    if rec is None:
-        mode = a.mode or "async"
-        s = Setting(mode, a.k1 or (1 if mode == "ar" else 4), a.k2 or 1, a.width or 1)
-    else:
-        mode = a.mode or rec.mode
-        s = Setting(mode, a.k1 or (rec.k1 if mode == rec.mode else (1 if mode == "ar" else 4)), a.k2 or rec.k2,
-                    a.width or rec.width)
-    if s.mode == "ar" and s.k1 != 1:
-        raise UsageError("mode ar has k1 = 1")
-    return s
+    return requested_setting(rec, a.mode, a.k1, a.k2, a.width)
 
 
 def run(a: argparse.Namespace) -> str:
@@ -86,23 +78,22 @@ def _replay(a: argparse.Namespace) -> str:
 
     if a.mode == "auto":
         return run_auto(a)
-    if a.traces and not given(a, NUMBER_FLAGS + ("alpha1", "alpha2")) and a.hardware is None:
-        traces = read_traces(a.traces)
-        if any(t.header.mode == "auto" for t in traces):
-            return auto_run_report(a, traces)
+    alone = a.traces and not given(a, NUMBER_FLAGS + ("alpha1", "alpha2")) and a.hardware is None
     on_traces = a.hardware is not None and a.alpha1 is None  # --hardware's timing, the traces' behaviour
     if on_traces and given(a, NUMBER_FLAGS + ("alpha2",)):
         raise UsageError(f"{', '.join(given(a, NUMBER_FLAGS + ('alpha2',)))} describe(s) behaviour from numbers: "
                          "give --alpha1 too, or leave them out to calibrate on traces")
-    traces = read_traces(a.traces) if on_traces else None
-    hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"), traces=traces)
+    traces = read_traces(a.traces) if alone or on_traces else None  # read once (a bad line is warned about once)
+    if alone and any(t.header.mode == "auto" for t in traces):
+        return auto_run_report(a, traces)
+    hw = hardware_spec(a, number_flags=NUMBER_FLAGS + ("alpha1", "alpha2"), traces=traces if on_traces else None)
     check_html(a)
     kw = dict(steps=a.steps, seed=a.seed, bootstrap=a.bootstrap, correlation=a.correlation,
               progress=sys.stderr.isatty())
     if hw is None:
         from ..prediction.replay import predict
 
-        traces = read_traces(a.traces)
+        traces = traces if traces is not None else read_traces(a.traces)
         p = predict(traces, _setting(a, recorded_setting(traces[0].header)), **kw)
     elif a.alpha1 is not None:
         from ..prediction.compose import predict

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
+from ..errors import InputError
 from ..trace import Setting
 
 TINY_C2 = 1e-9  # n-gram drafting cost: already inside the measured cost of a pass
@@ -70,6 +71,23 @@ class TracePlan:
         d.update(mode=b.setting.mode, k1=b.setting.k1, k2=b.setting.k2, width=b.setting.width,
                  speedup=b.speedup, speedup_ci95=b.speedup_ci95)
         return d
+
+
+def requested_setting(recorded: Setting | None, mode: str | None = None, k1: int | None = None,
+                      k2: int | None = None, width: int | None = None) -> Setting:
+    """The configuration to predict (``lrsim replay`` and :func:`lrsim.predict`): each value given, else the
+    recorded run's (``recorded``: the first trace's setting), else ``async`` with ``k1 = 4``, ``k2 = 1``,
+    ``width = 1``; ``k1`` is the recorded one only for the recorded mode (another mode: 1 for ``ar``, else 4).
+
+    :raises InputError: ``ar`` with ``k1 != 1``.
+    """
+    mode = mode or (recorded.mode if recorded else "async")
+    same = recorded is not None and recorded.mode == mode
+    s = Setting(mode, k1 or (recorded.k1 if same else (1 if mode == "ar" else 4)),
+                k2 or (recorded.k2 if recorded else 1), width or (recorded.width if recorded else 1))
+    if s.mode == "ar" and s.k1 != 1:
+        raise InputError("mode ar has k1 = 1")
+    return s
 
 
 def candidates(budget: int, k2_options: Sequence[int], widths: Sequence[int] = (1,)) -> list[Setting]:
