@@ -20,14 +20,14 @@ def add_parser(sub) -> None:
     p.add_argument("--extrapolate", type=choice(("error", "clamp", "linear")), default="error",
                    help="outside the measured range: refuse (default), clamp to it, or continue linearly")
     p.add_argument("--json", action="store_true", help="print JSON")
-    from ..gpu.command import add_arguments as add_gpu_arguments  # --devices, --synthesize, --tp, --timed, --out
+    from .gpu_model import add_arguments as add_gpu_arguments  # --devices, --synthesize, --tp, --timed, --out
 
     add_gpu_arguments(p)
 
 
 def run(a: argparse.Namespace) -> str:
     from ..cost.listing import profiles_report
-    from ..gpu.command import run as gpu_run
+    from .gpu_model import run as gpu_run
 
     if (out := gpu_run(a)) is not None:  # --devices / --synthesize (lrsim.gpu)
         return out

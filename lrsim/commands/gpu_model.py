@@ -1,8 +1,8 @@
-"""``lrsim profiles --devices``, ``--engines`` and ``--synthesize SPEC``: the command logic (parsed args -> text).
+"""``lrsim profiles --devices``, ``--engines`` and ``--synthesize SPEC``: the hardware model's flags (parsed args ->
+text; the command layer's, so :mod:`lrsim.gpu` never sees a Namespace).
 
-``lrsim/cli.py`` adds the flags to its ``profiles`` subcommand and calls
-:func:`run`; it returns the text to print, or ``None`` when neither flag was
-given (the usual ``profiles`` listing then runs).
+:mod:`lrsim.commands.profiles` adds the flags to its ``profiles`` subcommand and calls :func:`run`; it returns the
+text to print, or ``None`` when neither flag was given (the usual ``profiles`` listing then runs).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import argparse
 import json
 
 from ..errors import UsageError
-from .devices import devices
-from .synthesize import SPEC_SYNTAX, TIMED, parse_spec, synthesize, whole_device
+from ..gpu.devices import devices
+from ..gpu.synthesize import SPEC_SYNTAX, TIMED, parse_spec, synthesize, whole_device
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,7 +80,7 @@ def run(a: argparse.Namespace) -> str | None:
     if getattr(a, "devices", False):
         return devices_report(a.json)
     if getattr(a, "engines", False):
-        from .engines import listing
+        from ..gpu.engines import listing
 
         return listing(a.json)
     if getattr(a, "synthesize", None):
