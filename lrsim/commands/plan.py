@@ -95,6 +95,7 @@ def _rate(a: argparse.Namespace) -> str:
     from ..serve.command import build_config, decode_config, parse_modes, parse_rates
     from ..serve.plan import format_plan as format_load_plan
     from ..serve.plan import load_plan
+    from .serve import serve_request
 
     traces = read_traces(a.trace) if a.trace is not None else None
     hw = hardware_spec(a, need_draft=False, number_flags=("draft_tokens", "request_tokens"),
@@ -104,17 +105,15 @@ def _rate(a: argparse.Namespace) -> str:
                          "(request lengths: --output-tokens)")
     settings = {"alpha1": a.alpha1, "c1": a.c1, "alpha2": a.alpha2, "c2": a.c2}
     settings |= {k: getattr(a, k) for k in ("step_tokens", "verifier_latency", "prefill") if getattr(a, k) is not None}
-    decode, hw = decode_config(a, {} if traces else settings, traces, k2_max=a.k2_max, hw=hw)
-    for k, v in {"requests": 60, "replications": 2}.items():
-        if getattr(a, k) is None:
-            setattr(a, k, v)
+    decode, hw = decode_config({} if traces else settings, traces, k2_max=a.k2_max, hw=hw)
+    request = serve_request(a, requests=60, replications=2)  # plan's defaults where the user gave none
     if isinstance(a.prompt_tokens, int):  # plan's --prompt-tokens is one number (the behaviour group's)
-        a.prompt_tokens = Constant(a.prompt_tokens)
+        request.given["prompt_tokens"] = Constant(a.prompt_tokens)
     modes = parse_modes(a.modes)
     if "auto" in modes:
         raise InputError("plan --rate searches fixed configurations; run auto beside them with lrsim serve --modes "
                          "ar,lr-async,auto")
-    cfg = build_config(a, decode, hw, traces)
+    cfg = build_config(request, decode, hw, traces)
     lp = load_plan(cfg, list(parse_rates(a.rate)), modes, a.k1_max or 5, a.k2_max, a.budget,
                    a.workers, a.scheduler, progress=not a.no_progress)
     return json.dumps(lp.to_dict(), indent=1, default=float) if a.json else format_load_plan(lp)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ..modes import SIM_MODES
 from . import HELP
@@ -20,6 +21,9 @@ from .common import (
     read_traces,
     sim_settings,
 )
+
+if TYPE_CHECKING:
+    from ..serve.command import ServeRequest
 
 SERVE_SKIP = ("mode", "steps", "engine", "seed", "batches", "token_model", "join", "tree",
               "request_tokens")  # simulate flags that serve sets itself or refuses (width > 1 is refused later)
@@ -86,6 +90,19 @@ def add_parser(sub) -> None:
     add_html_arg(g)
 
 
+def serve_request(a: argparse.Namespace, **given) -> ServeRequest:
+    """The arguments as a typed :class:`lrsim.serve.command.ServeRequest` (``given``: ServeConfig fields to use where
+    the user gave none, e.g. ``plan --rate``'s defaults)."""
+    from ..serve.command import GIVEN, ServeRequest
+
+    opt = lambda name: getattr(a, name, None)  # noqa: E731 - flags only some commands have
+    user = {n: opt(n) for n in GIVEN if opt(n) is not None}
+    return ServeRequest(given=given | user, rate=opt("rate"), concurrency=opt("concurrency"), modes=opt("modes"),
+                        sim_mode=opt("sim_mode"), seed=opt("serve_seed"), arrivals=opt("arrivals"), out=opt("out"),
+                        figure=opt("figure"), html=opt("html"), workers=opt("workers"), scheduler=opt("scheduler"),
+                        progress=not opt("no_progress"), json=bool(opt("json")))
+
+
 def run(a: argparse.Namespace) -> str:
     """``lrsim serve``: the serving simulation over modes and rates."""
     from ..serve.command import decode_config, serve
@@ -108,4 +125,4 @@ def run(a: argparse.Namespace) -> str:
         write_page(a.html, "lrsim serve: latency against load", format_rows(rows, crosses, title), figs)
         print(f"lrsim: wrote {a.html} ({len(figs)} figures)", file=sys.stderr)
 
-    return serve(a, *decode_config(a, sim_settings(a), traces, hw=hw), traces, html=html)
+    return serve(serve_request(a), *decode_config(sim_settings(a), traces, hw=hw), traces, html=html)

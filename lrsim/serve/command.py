@@ -1,10 +1,9 @@
-"""``lrsim serve``: from parsed arguments to a table, a file, a figure (the CLI's argument groups are in lrsim.cli)."""
+"""``lrsim serve``: from a typed request to a table, a file, a figure (the command layer,
+:mod:`lrsim.commands.serve`, turns the arguments into a :class:`ServeRequest`; nothing here sees a Namespace)."""
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import replace
-from typing import Sequence
+from dataclasses import dataclass, field, replace
 
 from ..cost.hardware import HardwareSpec
 from ..errors import InputError
@@ -15,6 +14,27 @@ from .config import ServeConfig, check_mode, check_rate
 WORKLOAD = ("requests", "arrival", "arrival_cv", "prompt_tokens", "output_tokens")
 ENGINE = ("max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens", "verifier_slots", "reprice")
 MEASURE = ("replications", "warmup", "slo_ttft_s", "slo_tpot_ms", "slo_e2e_s")
+GIVEN = WORKLOAD + ENGINE + MEASURE  #: ServeConfig fields a request may set
+
+
+@dataclass
+class ServeRequest:
+    """What ``lrsim serve`` (or ``lrsim plan --rate``) was asked, typed."""
+
+    given: dict = field(default_factory=dict)  #: the :data:`GIVEN` ServeConfig fields the user set
+    rate: str | None = None  #: --rate: a value, A,B,C or START:STOP:NUM (requests/s)
+    concurrency: str | None = None  #: --concurrency: closed-loop client counts (same grammar)
+    modes: str | None = None  #: --modes: serve's mode names, comma-separated
+    sim_mode: str | None = None  #: --mode: one mode in the simulator's names
+    seed: int | None = None  #: --seed
+    arrivals: str | None = None  #: --arrivals FILE
+    out: str | None = None  #: --out FILE.csv|FILE.parquet
+    figure: str | None = None  #: --figure STEM
+    html: str | None = None  #: --html FILE
+    workers: int | None = None
+    scheduler: str | None = None
+    progress: bool = True
+    json: bool = False
 
 
 def parse_rates(text: str | None) -> list[float | None]:
@@ -26,31 +46,31 @@ def parse_rates(text: str | None) -> list[float | None]:
     return [check_rate(r) for r in parse_grid(text, float)]
 
 
-def parse_loads(a: argparse.Namespace) -> tuple[list, str]:
+def parse_loads(r: ServeRequest) -> tuple[list, str]:
     """(load levels, key): ``--rate`` values ('rate') or ``--concurrency`` values ('concurrency'), not both."""
     from ..sweep import parse_grid
 
-    conc = getattr(a, "concurrency", None)
-    if conc is not None and a.rate is not None:
+    conc = r.concurrency
+    if conc is not None and r.rate is not None:
         raise InputError("give --rate (open loop) or --concurrency (closed loop), not both")
-    if getattr(a, "arrival", None) == "closed" and conc is None:
+    if r.given.get("arrival") == "closed" and conc is None:
         raise InputError("--arrival closed needs --concurrency N")
     if conc is None:
-        return parse_rates(a.rate), "rate"
+        return parse_rates(r.rate), "rate"
     levels = parse_grid(conc, int)
     if any(n < 1 for n in levels):
         raise InputError(f"--concurrency must be integers >= 1, got {conc!r}")
     return levels, "concurrency"
 
 
-def serve_modes(a: argparse.Namespace, k2: int) -> list[str]:
+def serve_modes(r: ServeRequest, k2: int) -> list[str]:
     """``--modes`` (serve's names), or ``--mode`` in the simulator's names (a trace header's setting)."""
-    one = getattr(a, "sim_mode", None)
-    if one is not None and a.modes is not None:
+    one = r.sim_mode
+    if one is not None and r.modes is not None:
         raise InputError("give --modes or --mode, not both")
     if one is not None:
         return [{"ar": "sd" if k2 > 1 else "ar", "sync": "lr-sync", "async": "lr-async"}[one]]
-    return parse_modes(a.modes or "ar,lr-async")
+    return parse_modes(r.modes or "ar,lr-async")
 
 
 def parse_modes(text: str) -> list[str]:
@@ -60,33 +80,28 @@ def parse_modes(text: str) -> list[str]:
     return list(dict.fromkeys(check_mode(m) for m in modes))
 
 
-def _given(a: argparse.Namespace, names: Sequence[str]) -> dict:
-    return {n: getattr(a, n) for n in names if getattr(a, n, None) is not None}
-
-
-def build_config(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | None = None,
+def build_config(r: ServeRequest, decode: SimConfig, hardware: HardwareSpec | None = None,
                  traces: list | None = None) -> ServeConfig:
-    """A :class:`ServeConfig` from the arguments the user gave (defaults for the rest)."""
-    kw = _given(a, WORKLOAD + ENGINE + MEASURE) | {"decode": decode, "hardware": hardware}
+    """A :class:`ServeConfig` from what the user gave (defaults for the rest)."""
+    kw = {k: v for k, v in r.given.items() if v is not None} | {"decode": decode, "hardware": hardware}
     if kw.get("arrival") == "closed":
         del kw["arrival"]  # the closed loop is --concurrency's
-    if getattr(a, "serve_seed", None) is not None:
-        kw["seed"] = a.serve_seed
+    if r.seed is not None:
+        kw["seed"] = r.seed
     if traces:
         from .calibration import length_pairs, placement
 
         if "prompt_tokens" not in kw and "output_tokens" not in kw:
             kw["pairs"] = length_pairs(traces)
         kw["placement"] = placement(traces)
-    if getattr(a, "arrivals", None):
-        rows = read_arrivals(a.arrivals)
+    if r.arrivals:
+        rows = read_arrivals(r.arrivals)
         kw["trace_arrivals"] = rows
         kw.setdefault("requests", len(rows))
     return ServeConfig(**kw)
 
 
-def decode_config(a: argparse.Namespace, settings: dict, traces: list | None, k2_max: int = 1,
-                  hw: HardwareSpec | None = None) -> tuple[SimConfig, HardwareSpec | None]:
+def decode_config(settings: dict, traces: list | None, k2_max: int = 1, hw: HardwareSpec | None = None) -> tuple[SimConfig, HardwareSpec | None]:
     """Per-request decoding and the hardware spec: behaviour calibrated from ``traces`` (flags given on top),
     else from the flags; timing from ``hw`` (``--hardware``), else the traces' own profile, else the flags."""
     if not traces:
@@ -97,7 +112,7 @@ def decode_config(a: argparse.Namespace, settings: dict, traces: list | None, k2
     return replace(sim, **settings), hw or own
 
 
-def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | None = None,
+def serve(r: ServeRequest, decode: SimConfig, hardware: HardwareSpec | None = None,
           traces: list | None = None, html=None) -> str:
     """Run ``lrsim serve``: the grid, then the table/JSON, ``--out`` and ``--figure``; ``html(rows, crosses,
     title, cfg)`` writes ``--html``'s page (the command layer's: serve does not draw pages itself)."""
@@ -107,25 +122,25 @@ def serve(a: argparse.Namespace, decode: SimConfig, hardware: HardwareSpec | Non
     from .grid import check_grid, serve_grid
     from .report import figure, format_rows, json_rows, serve_title
 
-    cfg = build_config(a, decode, hardware, traces)
-    modes, (rates, key) = serve_modes(a, decode.k2), parse_loads(a)
+    cfg = build_config(r, decode, hardware, traces)
+    modes, (rates, key) = serve_modes(r, decode.k2), parse_loads(r)
     if rates == [None] and cfg.trace_arrivals is None:
         raise InputError("give --rate (requests/s), --concurrency N or --arrivals FILE")
     check_grid(cfg, modes, rates, key)  # bad input stops here, before any file or folder is made
-    out = check_output(a.out) if a.out else None
-    for path in (a.figure + ".html" if a.figure else None, getattr(a, "html", None)):
+    out = check_output(r.out) if r.out else None
+    for path in (r.figure + ".html" if r.figure else None, r.html):
         if path:
             from ..atomic import check_writable
 
             check_writable(path)
-    rows, per_run = serve_grid(cfg, modes, rates, a.workers, a.scheduler, progress=not a.no_progress, key=key)
+    rows, per_run = serve_grid(cfg, modes, rates, r.workers, r.scheduler, progress=r.progress, key=key)
     crosses = crossovers(per_run, modes, key=key) if "ar" in modes and len(rates) > 1 else []
     title = serve_title(cfg, key)
     if out is not None:
         write_rows(rows, out)
-    if a.figure:
-        save_figure(figure(rows, crosses, title), a.figure)
-    if getattr(a, "html", None) and html is not None:
+    if r.figure:
+        save_figure(figure(rows, crosses, title), r.figure)
+    if r.html and html is not None:
         html(rows, crosses, title, cfg)
-    return json_rows(rows, crosses) if a.json else format_rows(rows, crosses, title)
+    return json_rows(rows, crosses) if r.json else format_rows(rows, crosses, title)
 
