@@ -35,7 +35,7 @@ DATA = Path(__file__).parent / "data"
 #: problem sets shipped with lrref, by the name ``lrref bench --dataset`` takes (see lrref/data/README.md)
 DATASETS = {"bundled": "problems.jsonl", "gsm8k-test": "gsm8k_test.jsonl"}
 DATASET_HELP = ("problems: a bundled set by name (bundled: the 40 problems lrref was developed on, the default; "
-                "gsm8k-test: the first 100 problems of GSM8K's test set, never used for tuning) or a GSM8K-format "
+                "gsm8k-test: the first 100 problems of GSM8K's test set; verifier rules were chosen on 1-40) or a GSM8K-format "
                 "JSONL file (question, answer ending '#### N')")
 
 

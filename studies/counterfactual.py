@@ -17,6 +17,7 @@ runs.  Record alone on the machine only if you time it; the answers do not depen
 ``figures/counterfactual.{json,html,png}``.  A ROW_DIR recorded with the ``math`` verifier is also split by what the
 current rule says of each continued step (:func:`current_math_rule`: the numbers through ``stepmath.agree``, the
 cosine the row recorded against its threshold or the prose threshold), since the rule changed after the row ran.
+That split is in-sample: the current rule was designed knowing these rows' problems (1-40 of ``gsm8k-test``).
 
 A ROW_DIR is a folder of ``lrref bench`` output with one LR trace (``trace-*.jsonl[.gz]``) and its
 ``results.json``, e.g. ``studies/data/answer-quality/lr-async-math-0.85``.  The prefix is the committed steps'

@@ -25,7 +25,9 @@ closed form is the paper's ``h(k1, k2)`` with the calibrated alpha1, c1, alpha2.
 Writes ``figures/replay_validation[_SET].{html,png,json}`` (``_SET`` from the data
 folder's name: ``validation-llamacpp`` -> ``_llamacpp``), prints the table as
 Markdown and a summary against the issue's target (held-out mean |error| <= 5%,
-worst <= 10%).
+worst <= 10%).  *Held out*: the pass-cost fit was designed on the Zen 4 recording and the lr-sync prompt rule
+found on the Zen 5 ones; the one recording held out from every choice is ``validation-llamacpp-zen5-heldout``
+(its rule committed before any prediction of it, 792b1ef; docs/validation/replay.md).
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ rule on the answer-quality study's recorded steps.
    ``prose`` pairs), their cosines against the prose threshold, and the accepted non-identical steps of the
    problems the row lost against ar (ar right, lr-async wrong), each with its recorded and its current verdict.
 
+*Held out*: the current math rule and its prose threshold were chosen knowing the ``--study`` steps (problems
+1-40 of ``gsm8k-test``); its held-out test is problems 41-80 (``studies/answer_quality.py --n 80``).
+
 Writes ``figures/verifier_check.json``.  Needs the prepared models (``lrref models prepare``); a verifier whose
 model is missing is left out with a note.  Nothing here is timed.
 """

@@ -10,7 +10,9 @@ row and what its timer covers; the folder's README.md has the rule for the curre
 ``lrsim.gpu`` with the engine of each row's release (``lrsim.gpu.engines.engine_for``: vLLM V0, 0.10, 0.11 and the
 current line, SGLang, TensorRT-LLM), the H100 fit of the hf-eager kernels (``lrsim/data/gpus/fit-h100.json``) and
 each engine's one fitted constant, its exposed host time per step, fitted on at most one row
-(``studies/fit_engines.py``).
+(``studies/fit_engines.py``).  *Held out*: the rows of ``measurements.json`` were predicted before the engines were
+versioned, and issue 40 cites their errors, so they are not held out from that choice; the 78 current-release rows
+(``current-releases*.json``) were committed with their rule (c7850de) before this script predicted any of them.
 
 **Scope rule** (written before any row was predicted; no error chose it; the current-release files' additions in
 ``studies/data/vllm_public/README.md``, committed with those rows): every row is predicted, except
