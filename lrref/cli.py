@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _decode_args(bp)
     fp = sub.add_parser("profile", help="measure a latency profile: forward-pass ms by context, batch and positions "
                                         "(hf: random weights; llamacpp: GGUF models, by thread setup)")
-    from .profiling.profile import add_arguments
+    from .profiling.command import add_arguments
 
     add_arguments(fp)
     vp = sub.add_parser("verify", help="one step pair (or --pairs FILE.jsonl) through a verifier: the verdict and why")
@@ -319,7 +319,7 @@ def cmd_bench(a) -> int:
 
 
 def cmd_profile(a) -> str:
-    from .profiling.profile import command
+    from .profiling.command import command
 
     return command(a)
 

@@ -44,7 +44,6 @@ entry, what else ran on the machine during each entry, command, date).
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import re
@@ -199,47 +198,6 @@ def check_settings(threads: int | None, async_threads: tuple[int, int] | None, b
         raise UsageError(f"--batch: at most {MAX_ROWS} rows (llama.cpp sequences), got {max(batch)}")
     if name is not None and not _NAME.match(name):
         raise UsageError(f"--name uses letters, digits, '.', '_' and '-', got {name!r}")
-
-
-def spec_from_args(a: argparse.Namespace, parse_list: Callable[[str, str, int], tuple[int, ...]]) -> LlamaSpec:
-    """The validated spec of ``lrref profile --backend llamacpp``'s arguments: flags and grid first, then the
-    binding, then the models (resolved and their metadata read; no weights loaded)."""
-    from ..backends.llamacpp_ffi import require_binding
-
-    for flag, bad in (("--arch", a.arch), ("--chunk", a.chunk is not None), ("--dtype", a.dtype not in (None, "auto")),
-                      ("--device", a.device not in (None, "cpu"))):
-        if bad:
-            raise UsageError(f"{flag} is for --backend hf; --backend llamacpp times prepared GGUF models (--model "
-                             "NAME[,NAME]) on the CPU")
-    names = [n.strip() for m in a.model for n in m.split(",") if n.strip()]
-    if not 1 <= len(names) <= 2:
-        raise UsageError(f"--backend llamacpp: give --model TARGET[,DRAFT] (one or two models), got {len(names)}")
-    grid = {k: parse_list(getattr(a, k) or DEFAULTS[k], f"--{k}", 0 if k == "context" else 1)
-            for k in ("context", "batch", "positions")}
-    kw = dict(threads=a.threads if a.threads is not None else (None if a.async_threads else 2),
-              async_threads=_pair(a.async_threads), **grid,
-              warmup=DEFAULTS["warmup"] if a.warmup is None else a.warmup,
-              repeats=DEFAULTS["repeats"] if a.repeats is None else a.repeats,
-              budget=BUDGET_S if a.budget is None else a.budget, logits=a.logits or "all",
-              co_context=CO_CONTEXT if a.co_context is None else a.co_context, seed=a.seed, name=a.name)
-    check_settings(**{k: kw[k] for k in ("threads", "async_threads", "batch", "warmup", "repeats", "budget",
-                                         "logits", "co_context", "seed", "name")})
-    require_binding()
-    found = [read_model(n, a.cache_dir) for n in names]
-    return LlamaSpec(found[0], found[1] if len(found) > 1 else None, **kw)
-
-
-def _pair(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        a, b = (int(x) for x in text.split(","))
-    except ValueError:
-        raise UsageError(f"--async-threads must be 'TARGET,DRAFT' integers, got {text!r}") from None
-    return a, b
-
-
-# --- timing one backend --------------------------------------------------------------------------------
 
 
 def _tokens(be, n: int, rng) -> list[int]:
