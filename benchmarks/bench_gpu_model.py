@@ -7,7 +7,10 @@ Measures, in this process (wall and CPU seconds, best of 3 after a warm-up that 
   the weights fit), on the default grid (7 contexts x 12 batches x 13 positions and a prefill table): < 1 s each;
 - ``profile_for_spec`` of the three architectures a plan asks for (what ``--hardware model:...`` costs a command),
   and of every shipped architecture (what ``lrsim profiles model:...`` lists), and ``lrsim profiles --synthesize
-  h200:tp2 --out FILE`` through the CLI (every shipped architecture, with the write).
+  h200:tp2 --out FILE`` through the CLI (every shipped architecture, with the write);
+- MoE against dense (issue 41): one pass priced (``forward_s``, decode of 16 rows at 2K) and one profile synthesized
+  for Qwen3-30B-A3B at TP 4, with expert parallelism (``:ep``) and DP attention (``:ep:dpa``), against the dense
+  Qwen3-32B at TP 4: the ratio's target is <= 2; and ``profile_for_spec`` of an MoE plan's target and default draft.
 The load average before and after is printed: other processes on the machine slow every number here.
 
 Run: python benchmarks/bench_gpu_model.py
@@ -21,9 +24,12 @@ import time
 from lrsim.cli import main as lrsim
 from lrsim.errors import InputError
 from lrsim.gpu import devices, synthesize
-from lrsim.gpu.synthesize import profile_for_spec
+from lrsim.gpu.archs import load_arch
+from lrsim.gpu.model import forward_s
+from lrsim.gpu.synthesize import parse_spec, profile_for_spec
 
 TARGET_S = 1.0
+MOE_RATIO = 2.0  # issue 41: pricing an MoE pass costs no more than 2x a dense one
 
 
 def best(fn, reps: int = 3) -> tuple[float, float]:
@@ -34,6 +40,26 @@ def best(fn, reps: int = 3) -> tuple[float, float]:
         fn()
         out.append((time.perf_counter() - w, time.process_time() - c))
     return min(out)
+
+
+def moe_vs_dense() -> list[str]:
+    """Seconds to price one pass and to synthesize one profile, MoE (TP, EP, EP + DP attention) over dense."""
+    dense_spec, dense = "h100:tp4:vllm", "qwen3-32b"
+    s_dense = parse_spec(dense_spec).setup(load_arch(dense))
+    one_pass = best(lambda: [forward_s(s_dense, 2048, 16, 1, "wall") for _ in range(200)])[0] / 200
+    grid = best(lambda: synthesize(dense_spec, dense))[0]
+    lines = [f"dense {dense} on {dense_spec}: one pass {1e6 * one_pass:.0f} us, one profile {1e3 * grid:.1f} ms"]
+    for spec in ("h100:tp4:vllm", "h100:tp4:vllm:ep", "h100:tp4:vllm:ep:dpa"):
+        s = parse_spec(spec).setup(load_arch("qwen3-30b-a3b"))
+        p = best(lambda s=s: [forward_s(s, 2048, 16, 1, "wall") for _ in range(200)])[0] / 200
+        g = best(lambda spec=spec: synthesize(spec, "qwen3-30b-a3b"))[0]
+        lines.append(f"qwen3-30b-a3b on {spec}: one pass {1e6 * p:.0f} us ({p / one_pass:.2f}x dense), one profile "
+                     f"{1e3 * g:.1f} ms ({g / grid:.2f}x dense; target <= {MOE_RATIO:g}x)")
+    plan = best(lambda: (profile_for_spec.cache_clear(), profile_for_spec("h100:tp4:vllm:ep", ("qwen3-30b-a3b",)),
+                         profile_for_spec("h100-sxm:tp1:bf16:vllm:wall", ("qwen3-0.6b",))))[0]
+    lines.append(f"profile_for_spec of an MoE plan (qwen3-30b-a3b on h100:tp4:vllm:ep, qwen3-0.6b draft on tp1): "
+                 f"{1e3 * plan:.1f} ms")
+    return lines
 
 
 def main() -> None:
@@ -71,6 +97,7 @@ def main() -> None:
     one = [w for what, w, _, _ in rows if w is not None and what.startswith("synthesize")]
     print(f"slowest single synthesis: {1e3 * max(one):.1f} ms (target < {TARGET_S:g} s per device x arch x TP x "
           f"format x engine); slowest of all: {1e3 * max(done):.1f} ms")
+    print("\n".join(moe_vs_dense()))
 
 
 if __name__ == "__main__":

@@ -180,8 +180,8 @@ def add_hardware_args(p: argparse.ArgumentParser, verifier: bool = True) -> None
     g = p.add_argument_group("hardware: timing from a latency profile (lrsim profiles)")
     g.add_argument("--hardware", metavar="PROFILE",
                    help="latency profile: a name from `lrsim profiles`, a file, or a modelled GPU "
-                        "model:DEVICE[:tpN][:bf16|fp8|int8|int4][:vllm|hf-eager][:kv-fp8][:wall|kernel] "
-                        "(docs/gpu-model.md)")
+                        "model:DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:ENGINE][:ep[:dpa]][:kv-fp8][:roR][:wall|kernel] "
+                        "(ENGINE: `lrsim profiles --engines`; docs/gpu-model.md)")
     g.add_argument("--target-arch", help="target architecture: a name in the profile, e.g. qwen2.5-32b; for model: "
                    "profiles also an alias (deepseek-r1-distill-qwen-32b) or a Hugging Face config.json")
     g.add_argument("--draft-arch", help="draft architecture, e.g. qwen2.5-1.5b")

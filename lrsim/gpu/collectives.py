@@ -26,6 +26,22 @@ model, not a datasheet figure):
 
 With 3 us barriers and NVLink 4's 450 GB/s the two cost the same at 256 KiB for ``n = 8``: vLLM's threshold.
 
+**Expert parallelism's all-to-all** (dispatch and combine under data-parallel attention: DeepEP's and pplx-kernels'
+NVLink kernels, vLLM's ``--all2all-backend`` / ``VLLM_ALL2ALL_BACKEND`` ``deepep_*`` or ``pplx``, SGLang's
+``--moe-a2a-backend deepep``): every GPU writes each of its tokens' hidden states into the buffers of the GPUs
+holding the token's experts, all at once over its own links; of its ``m`` bytes the ``(n - 1) / n`` bound for
+other GPUs leave at its egress bandwidth, ``min(fabric, (n - 1) link)`` inside the fast domain (the host link
+beyond it: :meth:`~lrsim.gpu.devices.DeviceSpec.ring_bandwidth`).  This is the latency-bandwidth (alpha-beta)
+cost model collectives are priced by (Thakur, Rabenseifner & Gropp, "Optimization of collective communication
+operations in MPICH", IJHPCA 19(1), 2005) for an all-to-all whose ``n - 1`` sends run at once, so one latency
+and the GPU's outgoing bytes at its egress bandwidth; the latency is two barriers, as the one-shot all-reduce's
+above (buffers free, data landed; an assumption)::
+
+    t_a2a = 2 t_link + (n - 1) / n x m / B_egress + t_k
+
+vLLM's default gather backends (``naive``, ``allgather_reducescatter``: every token to every GPU) move more bytes
+and are not modelled; at LR's batches (a few hundred tokens) the latency term dominates either way.
+
 Every collective is one kernel (``t_k``).  Without TP every cost is 0.
 """
 
@@ -106,3 +122,12 @@ def all_reduce(s: Setup, nbytes):
     if s.runtime.custom_all_reduce and custom_applies(s):
         return np.where(nbytes <= CUSTOM_AR_MAX, custom_all_reduce(s, nbytes), nccl_all_reduce(s, nbytes))
     return nccl_all_reduce(s, nbytes)
+
+
+def all_to_all(s: Setup, nbytes):
+    """Expert parallelism's dispatch or combine: one GPU's ``nbytes`` (its tokens' top-k copies) exchanged with the
+    other ``s.tp - 1``, ``2 t_link + (n - 1) / n x nbytes / B_egress + t_k`` (module docstring); 0 on one GPU."""
+    n = s.tp
+    if n == 1:
+        return 0.0 * nbytes
+    return 2 * s.device.link_latency_us * 1e-6 + (n - 1) / n * nbytes / s.device.ring_bandwidth(n) + s.kernel_s

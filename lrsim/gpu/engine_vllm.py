@@ -15,7 +15,10 @@ MLP width divided by the TP degree ``n`` (KV heads replicated where ``n`` exceed
   KV bytes; ``4 b H q (L+q) d`` FLOPs (causal prefill: half); 1;
 - ``o_proj`` (``RowParallelLinear``), ``gate_up_proj`` (``MergedColumnParallelLinear``), ``act_fn``
   (``SiluAndMul``: read ``2 I``, write ``I``, 6 bytes per element of ``I``), ``down_proj``; 4;
-- TP: an all-reduce after ``o_proj`` and after ``down_proj`` (:mod:`lrsim.gpu.collectives`); 2;
+- TP: an all-reduce after ``o_proj`` and after ``down_proj`` (:mod:`lrsim.gpu.collectives`); 2 (an MoE layer
+  under expert parallelism keeps both: with TP attention every GPU holds every token, runs its own experts on
+  them and ``FusedMoE.forward_impl`` all-reduces the partial sums; under DP attention, ``dp_size > 1``, the
+  all-reduces go and the MoE layer dispatches and combines its tokens instead: two all-to-alls);
 - fp8 (w8a8): ``scaled_fp8_quant`` of each GEMM's input (read bf16, write 1 byte per element); 4.
 
 10 kernels per layer (12 with Qwen3's q/k norms; + 2 with TP, + 4 with w8a8), against transformers' 39.  Per
@@ -43,9 +46,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .collectives import all_reduce, nccl_all_gather
+from .collectives import all_reduce, all_to_all, nccl_all_gather
 from .dtypes import BF16
-from .moe import MOE_KERNELS, distinct_experts, expert_weight_bytes
+from .moe import MOE_KERNELS, distinct_experts, expert_weight_bytes, experts_per_rank
 from .ops import elementwise, gemm, linear, mem_s
 from .setup import Setup
 
@@ -69,45 +72,61 @@ def attention(s: Setup, L, b, q, prefill: bool = False):
     return np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, kv)) + s.kernel_s
 
 
-def moe_mlp(s: Setup, M) -> dict:
+def moe_mlp(s: Setup, M, local=None) -> dict:
     """One MoE layer's MLP for ``M`` tokens (:mod:`lrsim.gpu.moe`): the router (bf16), the routed experts read
-    by the experts the pass wakes, the shared experts (a dense gated MLP), each a roofline plus its kernels."""
+    by the experts the pass wakes, the shared experts (a dense gated MLP), each a roofline plus its kernels.
+
+    ``local``: the busiest GPU's own tokens under DP attention (router and shared experts run on them, unsharded;
+    dispatch and combine exchange their top-k copies by all-to-all, :func:`lrsim.gpu.collectives.all_to_all`);
+    ``M`` otherwise.  Expert parallelism: the slowest GPU reads its woken experts whole
+    (:func:`lrsim.gpu.moe.experts_per_rank`) and computes a ``1 / n`` share of the token-expert pairs; without it
+    every GPU reads a ``1 / n`` slice of every woken expert.
+    """
     a, n = s.arch, s.tp
+    local = M if local is None else local
     h, i, k = a.hidden, a.expert_intermediate, a.experts_per_token
-    woken = distinct_experts(a.experts, k, M, s.routing_overlap)
     w = expert_weight_bytes(a, s.fmt.weight_bytes)
-    nbytes = woken * 3 * h * i * w / n + M * k * (h + i) * BF16 * 2  # weights of the woken experts, activations
+    if s.ep:
+        weights = experts_per_rank(a.experts, k, M, n, s.routing_overlap) * 3 * h * i * w
+        acts = M * k * (h + i) * BF16 * 2 / n  # this GPU's token-expert pairs
+    else:
+        weights = distinct_experts(a.experts, k, M, s.routing_overlap) * 3 * h * i * w / n
+        acts = M * k * (h + i) * BF16 * 2
     flops = 2.0 * M * k * 3 * h * i / n
-    experts = np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, nbytes)) + (MOE_KERNELS - 1) * s.kernel_s
-    ops = {"router": gemm(s, M, a.experts, h), "experts": experts}
+    experts = (np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, weights + acts))
+               + (MOE_KERNELS - 1) * s.kernel_s)
+    ops = {"router": gemm(s, local, a.experts, h), "experts": experts}
     if a.shared_intermediate:
-        si = a.shared_intermediate // n
-        ops["shared_experts"] = (linear(s, M, 2 * si, h) + elementwise(s, M * 3 * BF16 * si, 1)
-                                 + linear(s, M, h, si))
+        si = a.shared_intermediate // s.attn_tp
+        ops["shared_experts"] = (linear(s, local, 2 * si, h) + elementwise(s, local * 3 * BF16 * si, 1)
+                                 + linear(s, local, h, si))
+    if s.dp_attention:
+        ops["dispatch_combine"] = 2 * all_to_all(s, local * k * h * BF16)
     return ops
 
 
 def layer_ops(s: Setup, L, b, q, prefill: bool = False, moe: bool = False, window: int = 0) -> dict:
     """Seconds of each operator of one decoder layer (arrays over the shapes): dense, or ``moe`` (its MLP a mixture
     of experts); ``window``: a sliding-window layer attends to at most that many cached tokens."""
-    a, n = s.arch, s.tp
-    M = b * q
-    h, hq, hkv, inter = a.hidden, a.q_dim // n, s.kv_heads * a.head_dim, a.intermediate // n
+    a, r = s.arch, s.rank  # r: what one GPU runs alone (a TP-1 replica under DP attention)
+    br = s.rank_rows(b)
+    M, n = br * q, r.tp
+    h, hq, hkv, inter = a.hidden, a.q_dim // n, r.kv_heads * a.head_dim, a.intermediate // n
     ops = {
-        "norms": elementwise(s, 2 * M * 4 * BF16 * h, 2),  # fused residual add + RMSNorm: read 2, write 2
-        "qkv": linear(s, M, hq + 2 * hkv, h),
-        "rope": elementwise(s, M * 2 * BF16 * (hq + hkv), 1),  # in place on q and k
-        "kv_write": elementwise(s, M * hkv * 2 * (BF16 + s.kv_bytes), 1),  # reshape_and_cache_flash
-        "attention": attention(s, np.minimum(L, window) if window else L, b, q, prefill),
-        "o": linear(s, M, h, hq),
-        "all_reduce": 2 * all_reduce(s, M * h * BF16),
+        "norms": elementwise(r, 2 * M * 4 * BF16 * h, 2),  # fused residual add + RMSNorm: read 2, write 2
+        "qkv": linear(r, M, hq + 2 * hkv, h),
+        "rope": elementwise(r, M * 2 * BF16 * (hq + hkv), 1),  # in place on q and k
+        "kv_write": elementwise(r, M * hkv * 2 * (BF16 + r.kv_bytes), 1),  # reshape_and_cache_flash
+        "attention": attention(r, np.minimum(L, window) if window else L, br, q, prefill),
+        "o": linear(r, M, h, hq),
+        "all_reduce": 2 * all_reduce(r, M * h * BF16),  # after o and after the MLP (EP too: FusedMoE's reduce)
     }
     if moe:
-        ops |= moe_mlp(s, M)
+        ops |= moe_mlp(s, b * q, M)
     else:
-        ops["mlp"] = linear(s, M, 2 * inter, h) + elementwise(s, M * 3 * BF16 * inter, 1) + linear(s, M, h, inter)
+        ops["mlp"] = linear(r, M, 2 * inter, h) + elementwise(r, M * 3 * BF16 * inter, 1) + linear(r, M, h, inter)
     if a.qk_norm:
-        ops["qk_norm"] = elementwise(s, M * 2 * BF16 * (hq + hkv), QK_NORM_KERNELS)
+        ops["qk_norm"] = elementwise(r, M * 2 * BF16 * (hq + hkv), QK_NORM_KERNELS)
     return ops
 
 
@@ -124,29 +143,32 @@ def layer_groups(a) -> list[tuple[int, bool, int]]:
 def forward_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
     """Seconds of each operator summed over the pass: each group of alike layers x its ops, embedding, LM head,
     sampler."""
-    a = s.arch
-    M = b * q
-    rows = b if prefill else M  # logits: a prompt's last position; every fed position of a decode/verify pass
-    vocab = -(-a.vocab // s.tp)  # vocab-parallel LM head (ceil)
+    a, r = s.arch, s.rank  # under DP attention the busiest GPU's own rows, unsharded
+    br = s.rank_rows(b)
+    M = br * q
+    rows = br if prefill else M  # logits: a prompt's last position; every fed position of a decode/verify pass
+    vocab = -(-a.vocab // r.tp)  # vocab-parallel LM head (ceil)
     ops: dict = {}
     for count, moe, window in layer_groups(a):
         for k, v in layer_ops(s, L, b, q, prefill, moe, window).items():
             ops[k] = ops.get(k, 0.0) + count * v
-    ops["embedding"] = elementwise(s, 2 * M * a.hidden * BF16, 1 + 2 * (s.tp > 1)) + all_reduce(s, M * a.hidden * BF16)
-    ops["final_norm"] = elementwise(s, M * 4 * BF16 * a.hidden, 1)
-    ops["lm_head"] = gemm(s, rows, vocab, a.hidden) + nccl_all_gather(s, rows * a.vocab * BF16)
+    ops["embedding"] = elementwise(r, 2 * M * a.hidden * BF16, 1 + 2 * (r.tp > 1)) + all_reduce(r, M * a.hidden * BF16)
+    ops["final_norm"] = elementwise(r, M * 4 * BF16 * a.hidden, 1)
+    ops["lm_head"] = gemm(r, rows, vocab, a.hidden) + nccl_all_gather(r, rows * a.vocab * BF16)
     # greedy sampler (logits to fp32: read 2 write 4 bytes; argmax: read 4) and the step's 4 input copies
-    ops["sampler"] = elementwise(s, rows * a.vocab * (BF16 + 4 + 4), 3 + 4)
+    ops["sampler"] = elementwise(r, rows * a.vocab * (BF16 + 4 + 4), 3 + 4)
     return ops
 
 
 def kernels(s: Setup) -> int:
     """Kernels one pass runs (launched one by one only beyond the CUDA-graph capture sizes); an MoE layer's MLP
-    runs :data:`lrsim.gpu.moe.MOE_KERNELS` instead of 3 (+ 3 for shared experts)."""
-    a = s.arch
-    per_layer = (LAYER_KERNELS + QK_NORM_KERNELS * a.qk_norm + 2 * (s.tp > 1) + 4 * s.fmt.quant_kernels)
-    moe_extra = a.moe_layers * (MOE_KERNELS - 3 + 3 * bool(a.shared_intermediate))
-    return a.layers * per_layer + moe_extra + PASS_KERNELS + 3 * (s.tp > 1)
+    runs :data:`lrsim.gpu.moe.MOE_KERNELS` instead of 3 (+ 3 for shared experts; + 2, dispatch and combine, under
+    DP attention, whose layers run no all-reduce)."""
+    a, tp = s.arch, s.attn_tp
+    per_layer = (LAYER_KERNELS + QK_NORM_KERNELS * a.qk_norm + 2 * (tp > 1) + 4 * s.fmt.quant_kernels)
+    a2a = 2 * (s.dp_attention and s.tp > 1)  # dispatch and combine under DP attention
+    moe_extra = a.moe_layers * (MOE_KERNELS - 3 + 3 * bool(a.shared_intermediate) + a2a)
+    return a.layers * per_layer + moe_extra + PASS_KERNELS + 3 * (tp > 1)
 
 
 def host_s(s: Setup, M, q=1.0):

@@ -40,6 +40,7 @@ FAMILIES = ("vllm", "sglang", "trtllm", "transformers")
 DEFAULT = "vllm"
 _FIELDS = ("name", "label", "family", "releases", "kernels", "cuda_graphs", "capture_tokens", "overlap",
            "custom_all_reduce", "usable_memory", "step_us", "sources")
+_OPTIONAL = {"dp_attention": False}  # fields an engine file may leave out (a user's file written before them)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Engine:
     step_us: float  #: host time per step the device waits for (us)
     sources: dict = field(default_factory=dict)  #: per constant: where it comes from
     path: str = ""  #: the data file
+    dp_attention: bool = False  #: offers data-parallel attention with expert-parallel MoE layers (``:ep:dpa``)
 
     @property
     def fitted(self) -> dict | None:
@@ -77,7 +79,7 @@ class Engine:
         return "eager" if self.cuda_graphs == "full_decode_only" else "piecewise"
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in _FIELDS}
+        return {k: getattr(self, k) for k in (*_FIELDS, *_OPTIONAL)}
 
 
 def _check(d: object, where: str) -> Engine:
@@ -96,7 +98,9 @@ def _check(d: object, where: str) -> Engine:
             raise InputError(f"{where}: {k} must be a number >= 0, got {d[k]!r}")
     if not 0 < d["usable_memory"] <= 1:
         raise InputError(f"{where}: usable_memory must be in (0, 1], got {d['usable_memory']!r}")
-    return Engine(**{k: d[k] for k in _FIELDS}, path=where)
+    if not isinstance(d.get("dp_attention", False), bool):
+        raise InputError(f"{where}: dp_attention must be true or false, got {d['dp_attention']!r}")
+    return Engine(**{k: d[k] for k in _FIELDS}, **{k: d.get(k, v) for k, v in _OPTIONAL.items()}, path=where)
 
 
 @functools.lru_cache(maxsize=1)

@@ -30,6 +30,7 @@ from . import engine_hf, engine_vllm
 from .archs import ArchConfig
 from .dtypes import BF16, get_dtype, kv_bytes
 from .engine_hf import attention
+from .moe import expert_weight_bytes
 from .ops import elementwise, gemm
 from .setup import Efficiencies, Setup, check_tp
 
@@ -46,6 +47,7 @@ __all__ = [
     "attention",
     "check_tp",
     "elementwise",
+    "expert_bytes",
     "fits",
     "forward_ops",
     "forward_s",
@@ -76,29 +78,43 @@ def forward_s(s: Setup, L, b, q, timed: str = "kernel_sum", prefill: bool = Fals
         raise InputError(f"timing kind must be kernel_sum or wall, got {timed!r}")
     L, b, q = (np.asarray(x, dtype=float) for x in (L, b, q))
     total = sum(forward_ops(s, L, b, q, prefill).values())
-    return _ops(s).wall_s(s, total, b * q, q) if timed == "wall" else total
+    return _ops(s).wall_s(s, total, s.rank_rows(b) * q, q) if timed == "wall" else total  # one GPU's tokens
+
+
+def expert_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
+    """Bytes of an MoE model's routed experts, every layer's, in their format (0 for a dense model)."""
+    per_weight = expert_weight_bytes(arch, get_dtype(dtype).weight_bytes)
+    return arch.moe_layers * arch.experts * arch.expert_params * per_weight
 
 
 def weight_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
     """Bytes of all the weights: the decoder layers in ``dtype`` (an MoE model's routed experts in their own
     format where the checkpoint quantizes only them: gpt-oss's MXFP4), embeddings and LM head in bf16."""
-    from .moe import expert_weight_bytes
-
     f = get_dtype(dtype).weight_bytes
     body = arch.params - arch.embedding_params * (2 - arch.tied) - arch.hidden  # every layer, all experts
     experts = arch.moe_layers * arch.experts * arch.expert_params
-    return (body - experts) * f + experts * expert_weight_bytes(arch, f) + (arch.params - body) * BF16
+    return (body - experts) * f + expert_bytes(arch, dtype) + (arch.params - body) * BF16
 
 
-def memory_need(arch: ArchConfig, L, b, q, tp: int = 1, dtype: str = "bf16", kv_dtype: str = "auto"):
+def memory_need(arch: ArchConfig, L, b, q, tp: int = 1, dtype: str = "bf16", kv_dtype: str = "auto",
+                dp_attention: bool = False):
     """Bytes per GPU: weights / n + KV of ``b (L + q)`` tokens on the local KV heads + the pass's largest
-    activations (fp32 logits, MLP, norms)."""
+    activations (fp32 logits, MLP, norms).
+
+    Expert parallelism holds ``E / n`` whole experts per GPU: the same bytes as a ``1 / n`` slice of each, so
+    ``weights / n`` too.  DP attention (with it): the routed experts / n, everything else whole on every GPU,
+    and the KV and activations of the busiest GPU's ``ceil(b / n)`` rows on all the KV heads."""
     L, b, q = (np.asarray(x, dtype=float) for x in (L, b, q))
+    if dp_attention:
+        ex = expert_bytes(arch, dtype)
+        weights, b, tp = weight_bytes(arch, dtype) - ex + ex / tp, np.ceil(b / tp), 1
+    else:
+        weights = weight_bytes(arch, dtype) / tp
     M = b * q
     acts = M * (arch.vocab * 4 + 3 * arch.intermediate * BF16 + 4 * arch.hidden * 4) / tp
     kv_share = max(1, arch.kv_heads // tp) / arch.kv_heads  # KV heads per GPU (replicated past the KV heads)
     kv = arch.kv_bytes_per_token(kv_bytes(kv_dtype)) * b * (L + q) * kv_share
-    return weight_bytes(arch, dtype) / tp + kv + acts
+    return weights + kv + acts
 
 
 def usable_share(s: Setup) -> float:
@@ -113,7 +129,7 @@ def usable_bytes(s: Setup) -> float:
 
 def setup_memory(s: Setup, L, b, q):
     """:func:`memory_need` of the setup's architecture, TP degree and formats."""
-    return memory_need(s.arch, L, b, q, s.tp, s.dtype, s.kv_dtype)
+    return memory_need(s.arch, L, b, q, s.tp, s.dtype, s.kv_dtype, s.dp_attention)
 
 
 def fits(s: Setup, L, b, q):

@@ -3,13 +3,16 @@ and the number formats (:class:`Setup`), and the efficiencies themselves (:class
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import functools
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
 
 from ..errors import InputError
 from .archs import ArchConfig
 from .devices import DeviceSpec
 from .dtypes import BF16, Dtype, get_dtype, kv_bytes
-from .engines import Engine, get_engine
+from .engines import Engine, engines, get_engine
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,12 @@ class Setup:
     ``engine``: ``hf-eager`` (transformers' eager forward, what the H100 profiles measured; the default here so
     that the fit reproduces) or a serving engine of :mod:`lrsim.gpu.engines` (``vllm``, ``vllm-0.10``, ``sglang``,
     ...); ``dtype``: the linear layers' weights (:mod:`lrsim.gpu.dtypes`); ``kv_dtype``: the KV cache's.
+
+    ``tp`` is the number of GPUs.  ``ep``: an MoE model's routed experts are sharded whole over them (expert
+    parallelism, vLLM's ``--enable-expert-parallel``) instead of each expert's width; ``dp_attention`` (with
+    ``ep``): every GPU runs the attention, the dense parts and the LM head of its own share of the rows, unsharded
+    (vLLM's ``--data-parallel-size n --enable-expert-parallel``, SGLang's ``--enable-dp-attention``), the MoE
+    layers exchange tokens by all-to-all.  :attr:`rank` is one GPU's setup for the parts it runs alone.
     """
 
     arch: ArchConfig
@@ -48,6 +57,8 @@ class Setup:
     dtype: str = "bf16"
     kv_dtype: str = "auto"
     routing_overlap: float = 0.0  #: MoE: how alike a pass's tokens route (lrsim.gpu.moe; 0: uniform, the bound)
+    ep: bool = False  #: expert parallelism over the ``tp`` GPUs (MoE only)
+    dp_attention: bool = False  #: data-parallel attention over the ``tp`` GPUs (with ``ep``)
 
     def __post_init__(self) -> None:
         get_engine(self.engine)
@@ -60,6 +71,29 @@ class Setup:
                                                     or kv_bytes(self.kv_dtype) != BF16):
             raise InputError(f"the hf-eager engine is priced in bf16 only (weights and KV cache), not "
                              f"{self.dtype} / KV {self.kv_dtype}: use the vllm engine for quantized formats")
+        check_parallel(self.arch, self.tp, self.engine, self.ep, self.dp_attention)
+
+    @functools.cached_property
+    def rank(self) -> Setup:
+        """One GPU's setup for what it runs alone: under DP attention a TP-1 replica (attention, dense layers, LM
+        head), else this setup."""
+        return replace(self, tp=1, ep=False, dp_attention=False) if self.dp_attention else self
+
+    def rank_rows(self, b):
+        """Rows the busiest GPU's attention runs: ``ceil(b / n)`` under DP attention (rows spread evenly, an
+        assumption of this model: each engine's load balancer places requests), else ``b``."""
+        return np.ceil(np.asarray(b, dtype=float) / self.tp) if self.dp_attention else b
+
+    @property
+    def attn_tp(self) -> int:
+        """The attention's TP degree: 1 under DP attention, else ``tp``."""
+        return 1 if self.dp_attention else self.tp
+
+    @property
+    def layout(self) -> str:
+        """The parallel layout in words: ``TP 4``, ``TP 4 + EP 4``, ``DP attention 4 + EP 4``."""
+        head = f"DP attention {self.tp}" if self.dp_attention else f"TP {self.tp}"
+        return head + (f" + EP {self.tp}" if self.ep else "")
 
     @property
     def runtime(self) -> Engine:
@@ -105,3 +139,26 @@ def check_tp(arch: ArchConfig, tp: int, engine: str = "hf-eager") -> None:
         rule = " (nor is it a multiple of the KV heads, which the engine would replicate)" if fused else ""
         raise InputError(f"TP {tp} does not divide {arch.name}'s {arch.heads} attention heads and {arch.kv_heads} "
                          f"KV heads{rule}")
+
+
+def check_layout(engine: str, ep: bool, dp_attention: bool) -> None:
+    """:raises InputError: DP attention without expert parallelism, or on an engine that has none (one line)."""
+    if dp_attention and not ep:
+        raise InputError("DP attention (:dpa) is priced with expert parallelism only: write :ep:dpa (MoE layers "
+                         "TP-sharded under DP attention are not modelled)")
+    if dp_attention and not get_engine(engine).dp_attention:
+        has = ", ".join(e.name for e in engines() if e.dp_attention)
+        raise InputError(f"engine {engine} has no data-parallel attention (:dpa); {has} do")
+
+
+def check_parallel(arch: ArchConfig, n: int, engine: str, ep: bool, dp_attention: bool) -> None:
+    """:raises InputError: :func:`check_layout`'s, expert parallelism on a dense model or over a GPU count that
+    does not divide the routed experts (one line)."""
+    check_layout(engine, ep, dp_attention)
+    if not ep:
+        return
+    if not arch.is_moe:
+        raise InputError(f"expert parallelism (:ep) needs a mixture-of-experts model; {arch.name} is dense")
+    if arch.experts % n:
+        raise InputError(f"EP over {n} GPUs does not divide {arch.name}'s {arch.experts} routed experts "
+                         f"({arch.experts} % {n} = {arch.experts % n})")

@@ -11,6 +11,9 @@ A modelled profile is named by a spec, ``model:DEVICE[:tpN][:DTYPE][:ENGINE][:kv
   default: the current vLLM line), ``vllm-0.11``, ``vllm-0.10``, ``vllm-v0``, ``sglang``, ``trtllm``, or
   ``hf-eager`` (transformers' eager forward, what ``lrref --backend hf`` runs);
 - ``roR``: an MoE target's routing overlap, ``R`` in [0, 1) (:mod:`lrsim.gpu.moe`; default 0, uniform routing);
+- ``ep``: an MoE target's experts sharded whole over the ``tpN`` GPUs (expert parallelism, vLLM's
+  ``--enable-expert-parallel``); ``dpa`` with it: data-parallel attention, each GPU running its own rows'
+  attention unsharded (vLLM's ``--data-parallel-size``, SGLang's ``--enable-dp-attention``; not on ``vllm-v0``);
 - timing: ``wall`` (default: an engine step as the user sees it) or ``kernel`` (the device's kernels alone);
   ``eager`` is kept from before engines existed: ``hf-eager`` with ``wall``.
 
@@ -38,6 +41,7 @@ from .fit import MODEL_VERSION, load_fit
 from .engines import DEFAULT as DEFAULT_ENGINE
 from .engines import get_engine, names as engine_names
 from .model import Setup, check_tp, forward_s, setup_memory, usable_bytes, usable_share
+from .setup import check_layout
 
 CONTEXT = (0, 1024, 2048, 4096, 8192, 16384, 32768)
 BATCH = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -47,7 +51,8 @@ TIMED = {"kernel": "kernel_sum", "kernel_sum": "kernel_sum", "wall": "wall"}
 KV_SUFFIX = "kv-fp8"
 _TP = re.compile(r"^tp(\d+)$")
 _RO = re.compile(r"^ro(0?\.\d+|0)$")  # MoE routing overlap, e.g. ro0.5 (lrsim.gpu.moe)
-SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:ENGINE][:kv-fp8][:roR][:wall|kernel]"
+SPEC_SYNTAX = "DEVICE[:tpN][:bf16|fp16|fp8|int8|int4][:ENGINE][:ep[:dpa]][:kv-fp8][:roR][:wall|kernel]"
+PARALLEL = {"ep": "ep", "dpa": "dp_attention"}  # suffix -> ModelSpec field
 
 
 @dataclass(frozen=True)
@@ -71,21 +76,36 @@ class ModelSpec:
     timed: str = "wall"
     ref: str = ""  #: how the device was named, when not by its spec's name (a device JSON file)
     routing_overlap: float = 0.0  #: MoE targets: how alike a pass's tokens route (``:ro0.5``; 0: uniform)
+    ep: bool = False  #: expert parallelism over the ``tp`` GPUs (``:ep``)
+    dp_attention: bool = False  #: data-parallel attention over them (``:dpa``, with ``:ep``)
+
+    def __post_init__(self) -> None:
+        if self.tp == 1:  # over one GPU both are TP 1 (what a draft given its own GPU by default runs)
+            object.__setattr__(self, "ep", False)
+            object.__setattr__(self, "dp_attention", False)
+
+    @property
+    def attn_tp(self) -> int:
+        """The attention's TP degree: 1 under DP attention, else ``tp``."""
+        return 1 if self.dp_attention else self.tp
 
     def text(self) -> str:
         """The canonical spec string (what :func:`parse_spec` reads back)."""
         parts = [self.ref or self.device.name, f"tp{self.tp}", self.dtype, self.engine]
+        parts += [s for s, f in PARALLEL.items() if getattr(self, f)]
         parts += [KV_SUFFIX] if self.kv_dtype == "fp8" else []
         parts += [f"ro{self.routing_overlap:g}"] if self.routing_overlap else []
         return ":".join(parts + ["kernel" if self.timed == "kernel_sum" else "wall"])
 
     def setup(self, arch: ArchConfig) -> Setup:
         eff, _ = load_fit()
-        return Setup(arch, self.device, eff, self.tp, self.engine, self.dtype, self.kv_dtype, self.routing_overlap)
+        return Setup(arch, self.device, eff, self.tp, self.engine, self.dtype, self.kv_dtype, self.routing_overlap,
+                     self.ep, self.dp_attention)
 
 
 def parse_spec(spec: str) -> ModelSpec:
-    """``DEVICE[:tpN][:DTYPE][:ENGINE][:kv-fp8][:kernel|:wall]`` (``model:`` prefix allowed) -> :class:`ModelSpec`.
+    """``DEVICE[:tpN][:DTYPE][:ENGINE][:ep[:dpa]][:kv-fp8][:roR][:kernel|:wall]`` (``model:`` prefix allowed) ->
+    :class:`ModelSpec`.
 
     :raises InputError: unknown device, a bad or repeated suffix, or a format the engine does not price (one line).
     """
@@ -109,6 +129,8 @@ def parse_spec(spec: str) -> ModelSpec:
             take("engine", last)
         elif m := _RO.match(last):
             take("routing overlap", m.group(1))
+        elif last in PARALLEL:
+            take(PARALLEL[last], last)
         elif last == KV_SUFFIX:
             take("kv", "fp8")
         elif last in TIMED:
@@ -133,14 +155,24 @@ def parse_spec(spec: str) -> ModelSpec:
     tp = int(got.get("tp", 1))
     if tp < 1:
         raise InputError(f"{spec!r}: TP degree must be >= 1")
+    if tp == 1 and ("ep" in got or "dp_attention" in got):
+        raise InputError(f"model:{text.removeprefix('model:')}: expert parallelism and DP attention over one GPU "
+                         f"are TP 1; name the GPUs, e.g. :tp4:ep")
     ms = ModelSpec(dev, tp, got.get("engine", DEFAULT_ENGINE), got.get("dtype", "bf16"), got.get("kv", "auto"),
                    got.get("timing", "wall"), device if device.endswith(".json") or "/" in device else "",
-                   float(got.get("routing overlap", 0.0)))
+                   float(got.get("routing overlap", 0.0)), "ep" in got, "dp_attention" in got)
+    _check_spec(spec, ms)
+    return ms
+
+
+def _check_spec(spec: str, ms: ModelSpec) -> None:
+    """:raises InputError: a layout the engine does not run (:func:`lrsim.gpu.setup.check_layout`), or a format
+    hf-eager does not price (one line)."""
+    check_layout(ms.engine, ms.ep, ms.dp_attention)
     if ms.engine == "hf-eager" and (ms.dtype not in ("bf16", "fp16") or ms.kv_dtype != "auto"):
         raise InputError(f"{spec!r}: the hf-eager engine is priced in bf16 only; {ms.dtype}"
                          f"{' with an fp8 KV cache' if ms.kv_dtype == 'fp8' else ''} needs a serving engine "
                          f"({', '.join(n for n in engine_names() if n != 'hf-eager')})")
-    return ms
 
 
 def _missing_notes(s: Setup, g: Grid, ok: np.ndarray, too_long: np.ndarray) -> tuple[str, ...]:
@@ -158,7 +190,7 @@ def _missing_notes(s: Setup, g: Grid, ok: np.ndarray, too_long: np.ndarray) -> t
                 need = float(setup_memory(s, L, b, mem_q[0])) / 1e9
                 notes.append(f"does not fit: L={L} b={b} q>={mem_q[0]} needs {need:.1f} GB per GPU, more than "
                              f"{usable:.1f} GB ({usable_share(s):.0%} of {s.device.memory_gib:g} GiB on "
-                             f"{s.device.name}, TP {s.tp})")
+                             f"{s.device.name}, {s.layout})")
     return tuple(notes)
 
 
@@ -197,7 +229,7 @@ def check_fits(s: Setup) -> None:
     need = float(setup_memory(s, 0, 1, 1))
     usable = usable_bytes(s)
     if need > usable:
-        raise InputError(f"{s.arch.name} ({s.dtype}) does not fit {s.device.name} at TP {s.tp}: needs "
+        raise InputError(f"{s.arch.name} ({s.dtype}) does not fit {s.device.name} at {s.layout}: needs "
                          f"{need / 1e9:.1f} GB per GPU, {usable / 1e9:.1f} GB usable ({usable_share(s):.0%} of "
                          f"{s.device.memory_gib:g} GiB); use more GPUs (:tpN) or a smaller format (:fp8, :int4)")
 
@@ -217,6 +249,21 @@ def _engine_notes(m: ModelSpec) -> tuple[str, ...]:
              f"{e.sources.get('step_us', {}).get('from', '')}"))
 
 
+def _parallel_note(m: ModelSpec) -> str:
+    """The provenance note of expert parallelism and DP attention ("" without them)."""
+    if not m.ep:
+        return ""
+    bw = m.device.ring_bandwidth(m.tp) / 1e9
+    if m.dp_attention:
+        return (f"DP attention {m.tp} + expert parallel {m.tp}: each GPU runs the attention, dense parts and LM head "
+                "of its own ceil(b / n) rows unsharded; the routed experts sharded whole, the slowest GPU reading "
+                f"the experts its share wakes (expected max over GPUs); dispatch and combine as two all-to-alls at "
+                f"{bw:g} GB/s egress per GPU (modelled; never measured here).")
+    return (f"Tensor parallel {m.tp} attention + expert parallel {m.tp}: the routed experts sharded whole, the "
+            "slowest GPU reading the experts its share wakes (expected max over GPUs), the MoE output all-reduced "
+            "as under TP (modelled; never measured here).")
+
+
 def _provenance(m: ModelSpec, command: str) -> Provenance:
     eff, record = load_fit()
     device, tp, timed = m.device, m.tp, m.timed
@@ -227,6 +274,7 @@ def _provenance(m: ModelSpec, command: str) -> Provenance:
     tp_note = (f"Tensor parallel {tp}: sharded GEMMs and heads, two all-reduces per layer ({coll}, priced by "
                f"message size at {device.ring_bandwidth(tp) / 1e9:g} GB/s per direction) and a logits gather "
                "(modelled; never measured here).") if tp > 1 else "One GPU (TP 1)."
+    tp_note = _parallel_note(m) or tp_note
     notes = (*_engine_notes(m),
              (f"Efficiencies fitted on one H100's transformers kernels ({', '.join(record['fitted_on']['archs'])}; "
               f"{record['date']}) and applied to {device.name} relative to its datasheet peaks: an assumption."),
@@ -241,6 +289,7 @@ def _provenance(m: ModelSpec, command: str) -> Provenance:
                       f"{label}, TP {tp}", dtype=m.dtype if m.dtype != "bf16" else "bfloat16",
                       date=record["date"], command=command, source="lrsim/data/gpus/fit-h100.json", notes=notes,
                       extra={"modelled": True, "model_version": MODEL_VERSION, "tp": tp, "timed": timed,
+                             "ep": m.ep, "dp_attention": m.dp_attention,
                              "engine": m.engine, "dtype": m.dtype, "kv_dtype": m.kv_dtype, "spec": m.text(),
                              "device_spec": device.to_dict(), "efficiencies": eff.to_dict(),
                              "fitted_on": record["fitted_on"], "fit_command": record["command"]})
@@ -250,6 +299,7 @@ def profile_name(m: ModelSpec) -> str:
     """``model-DEVICE-tpN-DTYPE-ENGINE[-kvfp8]-KIND``."""
     kv = "-kvfp8" if m.kv_dtype == "fp8" else ""
     ro = f"-ro{m.routing_overlap:g}" if m.routing_overlap else ""
+    ro += "".join(f"-{s}" for s, f in PARALLEL.items() if getattr(m, f))
     kind = "kernel" if m.timed == "kernel_sum" else "wall"
     return f"model-{re.sub(r'[^A-Za-z0-9._-]', '-', m.device.name)}-tp{m.tp}-{m.dtype}-{m.engine}{kv}{ro}-{kind}"
 
@@ -276,7 +326,7 @@ def synthesize(spec: str | ModelSpec | DeviceSpec, arch: str, tp: int | None = N
     """
     m = _as_spec(spec, tp, timed)
     a = load_arch(arch)
-    check_tp(a, m.tp, m.engine)
+    check_tp(a, m.attn_tp, m.engine)
     s = m.setup(a)
     check_fits(s)
     cmd = command or f"lrsim profiles --synthesize {m.text()} --arch {arch}"
@@ -299,7 +349,7 @@ def whole_device(spec: str | ModelSpec | DeviceSpec, archs: tuple[str, ...] | No
         a = load_arch(n)
         key = n if archs else a.name
         try:
-            check_tp(a, m.tp, m.engine)
+            check_tp(a, m.attn_tp, m.engine)
             s = m.setup(a)
             check_fits(s)
         except InputError as e:
