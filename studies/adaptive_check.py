@@ -23,6 +23,8 @@ acceptance (what a planner would be given) worth 4 observations, weighs at most 
 4 steps, keeps a choice 4 decisions and switches only for a gain of 1/16 under the same draw (a switch drops the
 drafts in flight: about one step in 16).  Auto runs twice: its objective the closed forms (``lrsim.adaptive.speedup``)
 and the priced simulator's table (``SimulatedObjective``: every configuration simulated at a grid of acceptances).
+*Held out*: the policy's rules and the grid were set on a development run (``--requests 6 --steps 20 --seed 0``);
+seeds 2 and 3 ran once each after them (docs/validation/adaptive.md, "How the rules were chosen").
 """
 
 from __future__ import annotations
@@ -97,11 +99,11 @@ def mean_acceptance(reqs: list[list]) -> float:
     return sum(p.alpha1 * p.steps for r in reqs for p in r) / steps
 
 
-def check(setup: str, wname: str, reqs: list[list], seed: int, simulated: bool = True) -> dict:
+def check(setup: str, wname: str, reqs: list[list], seed: int, simulated: bool = True, learn_speed: bool = True) -> dict:
     """One setup and workload: every fixed configuration and auto over the same requests."""
     import lrsim
     from lrsim.adaptive.policy import AutoOptions, Policy
-    from lrsim.adaptive.sim import compose_config_of, costs_of, run_workload
+    from lrsim.adaptive.sim import ar_token_seconds, compose_config_of, costs_of, run_workload
     from lrsim.prediction.compose import Behaviour
 
     prof, target, draft, verifier_s = SETUPS[setup]
@@ -110,11 +112,12 @@ def check(setup: str, wname: str, reqs: list[list], seed: int, simulated: bool =
     b = Behaviour(alpha1=mean_acceptance(reqs), alpha2=a2, prompt_tokens=200)
     costs = costs_of(hw, b)
     opts = AutoOptions(max_gamma=8, k2s=K2S, dwell=DWELL, switch_margin=MARGIN, segment_steps=SEGMENT,
-                       prior_weight=4, memory=MEMORY)
+                       prior_weight=4, memory=MEMORY, learn_speed=learn_speed)
     t0 = time.perf_counter()
-    r = run_workload(reqs, compose_config_of(b, hw), costs, b.alpha1, a2, 52, opts, seed=seed)
+    unit = ar_token_seconds(hw, b)
+    r = run_workload(reqs, compose_config_of(b, hw), costs, b.alpha1, a2, 52, opts, seed=seed, ar_token_s=unit)
     sim = (run_workload(reqs, compose_config_of(b, hw), costs, b.alpha1, a2, 52,
-                        replace(opts, objective="simulated"), seed=seed)  # the same requests and seeds as r
+                        replace(opts, objective="simulated"), seed=seed, ar_token_s=unit)  # the same requests and seeds as r
            if simulated else r)
     sim_best = sim.speedup(sim.fixed[sim.best])
     best = r.best
@@ -165,6 +168,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "figures" / "adaptive_check.json")
     ap.add_argument("--closed-form-only", action="store_true",
                     help="auto with the closed forms only (the simulated objective's table takes minutes per row)")
+    ap.add_argument("--no-learn-speed", action="store_true",
+                    help="auto without the speed model (AutoOptions.learn_speed False: the policy before issue 42)")
     a = ap.parse_args()
     if a.requests < 1 or a.steps < 2:
         raise UsageError("--requests >= 1 and --steps >= 2")
@@ -172,11 +177,12 @@ def main() -> int:
     rows = []
     for setup in SETUPS:
         for wname, reqs in workloads(a.requests, a.steps, a.seed).items():
-            rows.append(check(setup, wname, reqs, a.seed, simulated=not a.closed_form_only))
+            rows.append(check(setup, wname, reqs, a.seed, simulated=not a.closed_form_only,
+                              learn_speed=not a.no_learn_speed))
             print(f"{setup} / {wname}: auto {rows[-1]['auto_speedup']:.2f}x, best fixed "
                   f"{rows[-1]['best_fixed']} {rows[-1]['best_fixed_speedup']:.2f}x", file=sys.stderr, flush=True)
     doc = {"command": " ".join(["python", "studies/adaptive_check.py", *sys.argv[1:]]), "requests": a.requests,
-           "steps": a.steps, "seed": a.seed, "setups": SETUPS, "k2s": list(K2S), "rows": rows,
+           "steps": a.steps, "seed": a.seed, "learn_speed": not a.no_learn_speed, "setups": SETUPS, "k2s": list(K2S), "rows": rows,
            "wall_s": round(time.perf_counter() - t0, 1)}
     with atomic_output(a.out, text=True) as f:
         f.write(json.dumps(doc, indent=1) + "\n")

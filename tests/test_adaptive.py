@@ -3,6 +3,7 @@ batches cost linearly and LR where they are free, and Thompson sampling converge
 synthetic acceptance (seeded, exact)."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -96,3 +97,101 @@ def test_labels_and_bad_input():
     b = Beta.prior(0.25, 8)
     b.update(3, 1)
     assert (b.a, b.b, b.mean) == (5.0, 7.0, 5 / 12)
+
+
+# --------------------------------------------------------------------------- the speed model (issue 42, item 5)
+
+def test_speed_model_estimates_exactly():
+    """Two levels, each shrunk by its prior: the family to 0, the configuration to its family; older segments fade
+    by 1 - 1/memory."""
+    from lrsim.adaptive.policy import SpeedModel
+
+    m = SpeedModel(prior_weight=1.0, memory=4.0, arm_weight=2.0)
+    a, b, c = Arm("async", 4, 4), Arm("async", 6, 4), Arm("sync", 3)
+    m.observe(a, 0.8)
+    assert m.estimate(a) == pytest.approx((0.8 + 2 * 0.4) / 3)  # family 0.8 / 2; a: (0.8 + 2 family) / 3
+    assert m.estimate(b) == pytest.approx(0.4) and m.estimate(c) == 0.0  # never run: its family's; no family: 0
+    m.observe(a, 0.4)  # the first segment fades to 3/4 of its weight
+    wf, sf = 0.75 + 1, 0.8 * 0.75 + 0.4
+    fam = sf / (wf + 1)
+    assert m.stats["async"] == pytest.approx([wf, sf]) and m.estimate(b) == pytest.approx(fam)
+    assert m.estimate(a) == pytest.approx((sf + 2 * fam) / (wf + 2))
+    assert m.factor(a) == pytest.approx(math.exp(-m.estimate(a)))
+    rng = np.random.default_rng(0)
+    assert m.draw([a, b], rng) == {a: m.factor(a), b: m.factor(b)}  # spread 0: the estimates, no random numbers
+    assert rng.standard_normal() == np.random.default_rng(0).standard_normal()
+    m.observe(Arm("ar", 1, 4), 0.3)  # ar's error is every family's prior: a family never run is ranked as ar is
+    assert m.estimate(Arm("ar")) == pytest.approx(0.15) and m.estimate(c) == pytest.approx(0.15)
+    assert m.estimate(b) == pytest.approx((sf + 0.15) / (wf + 1))  # a family fades with its own segments only
+
+
+def _world(costs, slow: Arm, factor: float):
+    """Segments of 4 steps of 40 tokens, each arm at the closed form's predicted time except ``slow``, ``factor``
+    times slower."""
+
+    def run(p: Policy, arm: Arm) -> None:
+        p.observe(accepted=3, rejected=1, step_tokens=[40] * 4)
+        s = costs.target_pass(1) / speedup(arm, p.step.mean, p.token.mean, p.step_tokens, costs)
+        p.observe_time(arm, 160, 160 * s * (factor if arm == slow else 1.0))
+
+    return run
+
+
+def test_a_configuration_twice_as_slow_as_its_closed_form_stops_being_chosen():
+    """The closed form's best is in fact 2x slower than predicted (true speedup about half): with the speed model
+    the policy leaves it after its first segment, though it was to dwell 4, and does not come back; without it,
+    the policy keeps it."""
+    from lrsim.adaptive.policy import SpeedModel
+
+    costs = Costs.affine(0.05, 0.002, 0.005)
+    base = dict(alpha1=0.75, alpha2=0.5, candidates=arms(max_gamma=4), dwell=4, switch_margin=1 / 16, memory=32)
+    best = Policy(costs, **base).best()
+    assert best.mode == "async"
+    for learn in (True, False):
+        p = Policy(costs, **base, speed=SpeedModel() if learn else None, seed=1)
+        run = _world(costs, best, 2.0)
+        chosen = []
+        for _ in range(20):
+            chosen.append(p.choose())
+            run(p, chosen[-1])
+        if learn:
+            assert chosen[0] == best and best not in chosen[1:], [a.label for a in chosen]
+            assert speedup(chosen[-1], 0.75, 0.5, 40, costs) > speedup(best, 0.75, 0.5, 40, costs) / 2
+        else:
+            assert chosen.count(best) >= 16
+
+
+def test_the_correction_carries_across_requests():
+    """A model shared by a workload's policies: the second request's first choice already avoids the
+    configuration the first request found slow; a policy of its own model starts at the closed form's best."""
+    from lrsim.adaptive.policy import AutoOptions, SpeedModel
+
+    costs = Costs.affine(0.05, 0.002, 0.005)
+    base = dict(alpha1=0.75, alpha2=0.5, candidates=arms(max_gamma=4), dwell=4, switch_margin=1 / 16)
+    shared = AutoOptions().speed_model()
+    first = Policy(costs, **base, speed=shared)
+    best = first.best()
+    run = _world(costs, best, 2.0)
+    for _ in range(4):
+        run(first, first.choose())
+    second = Policy(costs, **base, speed=shared, seed=1)
+    assert second.choose() != best and second.choose().mode != "async"  # the whole family carries the correction
+    assert Policy(costs, **base, speed=SpeedModel()).choose() == best
+    assert AutoOptions(learn_speed=False).speed_model() is None
+
+
+def test_speed_model_bad_input():
+    from lrsim.adaptive.policy import SpeedModel
+
+    for bad in (dict(prior_weight=0), dict(memory=0.5), dict(spread=-1), dict(arm_weight=0)):
+        with pytest.raises(InputError, match="speed model"):
+            SpeedModel(**bad)
+    with pytest.raises(InputError, match="finite"):
+        SpeedModel().observe(Arm("ar"), float("nan"))
+    p = Policy(Costs.affine(1, 0, 0.1), speed=SpeedModel())
+    with pytest.raises(InputError, match="observe_time"):
+        p.observe_time(Arm("ar"), -1, 1.0)
+    p.observe_time(Arm("ar"), 0, 1.0)  # nothing kept: nothing learnt
+    assert p.speed.stats == {}
+    with pytest.raises(InputError, match="ar_token_s"):
+        Policy(Costs.affine(1, 0, 0.1), ar_token_s=0.0)

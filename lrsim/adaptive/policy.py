@@ -10,6 +10,13 @@ as often as the posterior allows it to be the best, which shrinks as observation
 choice for that many decisions so a decoder does not switch at every step.  :meth:`Policy.best` is the greedy
 choice at the posterior means.
 
+Speed (:class:`SpeedModel`, issue 42): the objective is a model, and a model can be wrong for a workload (LR's
+pipeline that never fills in short requests, a host overhead per pass the costs leave out).  So the policy also
+learns from the speed it gets: after each segment the caller reports the configuration, the tokens kept and the
+seconds (:meth:`Policy.observe_time`), and each configuration's speedup is multiplied by a correction learnt from
+its realized time per kept token over the predicted one.  Shared by several policies (one per request), the
+correction carries across requests.
+
 The objective, :func:`lrsim.theory.costaware.speedup`, and the configurations it prices
 (:class:`lrsim.theory.costaware.Arm`) live with the closed forms.
 """
@@ -17,6 +24,7 @@ The objective, :func:`lrsim.theory.costaware.speedup`, and the configurations it
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +81,84 @@ class Beta:
 
 
 @dataclass
+class SpeedModel:
+    """What each configuration's realized time per kept token is, over what the objective predicted: the log
+    ratio ``x = log(realized / predicted)`` of every segment (:meth:`observe`), estimated on two levels.
+
+    - A configuration's **family** (its mode: ``ar``, ``sync``, ``async``): what a family's closed form gets wrong
+      (a pipeline that never fills in short requests, a target slower beside its draft) it gets wrong at every
+      depth.  The family's segments, shrunk by a prior worth ``prior_weight`` segments: to 0 (no correction) for
+      ``ar``, to ``ar``'s estimate for the LR families (what makes ``ar`` slower than predicted, a prompt's prefill
+      or a context that grows, makes them slower too: a family never run is ranked against ``ar`` as the
+      objective ranks it, not favoured by ``ar``'s error).
+    - The **configuration**: its own segments, shrunk to its family's estimate by a prior worth ``arm_weight``
+      segments (depths differ from each other less than families do, and one segment's ratio is noisy).  The
+      default, ``inf``, leaves the configurations of a family one correction: on the development runs of
+      ``studies/adaptive_check.py`` (seeds 0 and 1) a prior of 8 segments learnt noise on the modelled GPUs
+      (auto / best 0.963 and 0.968 against 0.971 and 0.972 without).
+
+    Older segments fade: every weight and sum is multiplied by ``1 - 1/memory`` before a segment is added, so the
+    estimates weigh at most ``memory`` segments.  The correction multiplies a speedup by ``exp(-estimate)``
+    (:meth:`factor`).  A Thompson draw (:meth:`draw`) moves each family's estimate by a normal of standard
+    deviation ``spread / sqrt(weight + prior_weight)``: a family never run is drawn the widest, so it is tried when
+    a draw makes it pay (exploration at the price of a segment, not one per configuration); ``spread`` 0 (the
+    default; draws explored lr-sync on the GPUs more than it paid): the estimates alone.  One model shared by several policies carries the correction across their requests.
+    """
+
+    prior_weight: float = 1.0
+    memory: float = 16.0
+    spread: float = 0.0
+    arm_weight: float = math.inf
+
+    def __post_init__(self) -> None:
+        if self.prior_weight <= 0 or self.arm_weight <= 0 or self.memory < 1 or self.spread < 0:
+            raise InputError(f"speed model: prior_weight and arm_weight > 0, memory >= 1 and spread >= 0, got "
+                             f"{self.prior_weight:g}, {self.arm_weight:g}, {self.memory:g}, {self.spread:g}")
+        self.stats: dict[object, list[float]] = {}  # family (str) or Arm -> [weight, weighted sum of log ratios]
+
+    def observe(self, arm: Arm, log_ratio: float, weight: float = 1.0) -> None:
+        """One segment of ``arm``: its realized time per kept token over the predicted one, as a log."""
+        if not math.isfinite(log_ratio) or weight <= 0:
+            raise InputError(f"speed model: a finite log ratio and a weight > 0, got {log_ratio}, {weight}")
+        keep = 1 - 1 / self.memory
+        for key in (arm.mode, arm):
+            w, s = self.stats.get(key, (0.0, 0.0))
+            self.stats[key] = [w * keep + weight, s * keep + weight * log_ratio]
+
+    def weight(self, key: Arm | str) -> float:
+        """The segments (faded) a configuration or a family (its mode) was seen in."""
+        return self.stats.get(key, (0.0, 0.0))[0]
+
+    def estimate(self, arm: Arm, family_shift: float = 0.0) -> float:
+        """The log ratio expected of ``arm`` (0: the objective is right); ``family_shift`` moves its family's."""
+        w0 = self.prior_weight
+        wr, sr = self.stats.get("ar", (0.0, 0.0))
+        ref = sr / (wr + w0) if arm.mode != "ar" else 0.0  # ar's error: what every family's time shares (prefill)
+        wf, sf = self.stats.get(arm.mode, (0.0, 0.0))
+        family = (sf + w0 * ref) / (wf + w0) + family_shift
+        if math.isinf(self.arm_weight):  # no per-configuration deviation: the family's correction
+            return family
+        w, s = self.stats.get(arm, (0.0, 0.0))
+        return (s + self.arm_weight * family) / (w + self.arm_weight)
+
+    def factor(self, arm: Arm) -> float:
+        """What ``arm``'s predicted speedup is multiplied by: ``exp(-estimate)``."""
+        return math.exp(-self.estimate(arm))
+
+    def draw(self, arms: Iterable[Arm], rng: np.random.Generator) -> dict[Arm, float]:
+        """A Thompson draw of every arm's factor: one normal per family (class doc), in the order families first
+        appear in ``arms``."""
+        arms = list(arms)
+        if self.spread == 0:  # the estimates alone: no random numbers drawn
+            return {a: self.factor(a) for a in arms}
+        shift = {}
+        for mode in dict.fromkeys(a.mode for a in arms):
+            sd = self.spread / math.sqrt(self.weight(mode) + self.prior_weight)
+            shift[mode] = sd * float(rng.standard_normal())
+        return {a: math.exp(-self.estimate(a, shift[a.mode])) for a in arms}
+
+
+@dataclass
 class Policy:
     """Thompson sampling over :func:`arms` with :func:`speedup` as the objective (module doc).
 
@@ -87,6 +173,11 @@ class Policy:
         of the priced simulator's (:class:`lrsim.adaptive.sim.SimulatedObjective`).
     :param switch_margin: how much faster (a share) the draw's best must be than the current choice, under the
         same draw, to replace it (0: always the draw's best).
+    :param speed: the correction learnt from realized speed (:class:`SpeedModel`, fed by :meth:`observe_time`;
+        one model may be shared by several policies); None: the objective alone, as before issue 42.
+    :param ar_token_s: the seconds ``ar`` takes per token on this machine, the unit a configuration's predicted
+        time per token is taken in (``ar_token_s / S``); None: ``costs.target_pass(1)``.  They differ where LR's
+        target runs on another setup than ``ar``'s (lr-async's target on fewer threads, the draft beside it).
     """
 
     costs: Costs
@@ -100,12 +191,16 @@ class Policy:
     switch_margin: float = 0.0
     memory: float | None = None
     objective: Callable[[Arm, float, float], float] | None = None
+    speed: SpeedModel | None = None
+    ar_token_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.dwell < 1 or self.step_tokens <= 0 or not self.candidates:
             raise InputError("dwell >= 1, step_tokens > 0 and at least one configuration are needed")
         if not 0 <= self.switch_margin < 1:
             raise InputError(f"switch_margin in [0, 1), got {self.switch_margin}")
+        if self.ar_token_s is not None and not self.ar_token_s > 0:
+            raise InputError(f"ar_token_s must be > 0, got {self.ar_token_s}")
         if self.memory is not None and self.memory < self.prior_weight:
             raise InputError(f"memory must be >= prior_weight ({self.prior_weight}), got {self.memory}")
         self.step = Beta.prior(self.alpha1, self.prior_weight)
@@ -114,6 +209,7 @@ class Policy:
         self.steps_seen = 0
         self.current: Arm | None = None
         self.left = 0
+        self._chosen_factor = 1.0  # the speed factor of the current choice when it was made
 
     def observe(self, accepted: int = 0, rejected: int = 0, tokens_accepted: int = 0, tokens_drafted: int = 0,
                 step_tokens: Iterable[int] = ()) -> None:
@@ -126,32 +222,74 @@ class Policy:
             self.steps_seen += 1
             self.step_tokens += (n - self.step_tokens) / (self.steps_seen + 1)  # the prior step length counts once
 
+    def observe_time(self, arm: Arm, tokens: int, seconds: float, accepted: int = 0, verdicts: int = 0) -> None:
+        """A segment that ran ``arm`` kept ``tokens`` tokens in ``seconds``: its realized time per token over the
+        predicted one, ``ar_token_s / S`` (``ar``'s seconds per token, by default its pass over one position
+        ``T(1)``, over the objective's speedup), to :attr:`speed` (without one: nothing).  ``S`` is taken at the
+        segment's own step acceptance where it had verdicts (``accepted`` of ``verdicts``, shrunk to the posterior
+        mean by ``prior_weight`` verdicts) and the posterior mean of token acceptance: so what the correction
+        learns is the objective's error, not the luck of the segment's drafts or acceptance the posterior has not
+        caught up with yet."""
+        if tokens < 0 or seconds < 0 or not 0 <= accepted <= verdicts:
+            raise InputError(f"observe_time: tokens, seconds >= 0 and 0 <= accepted <= verdicts, got {tokens}, "
+                             f"{seconds}, {accepted}, {verdicts}")
+        if self.speed is None or tokens == 0 or seconds == 0:
+            return
+        a1 = (accepted + self.prior_weight * self.step.mean) / (verdicts + self.prior_weight)
+        unit = self.ar_token_s if self.ar_token_s is not None else self.costs.target_pass(1)
+        predicted = unit / max(self._model(arm, a1, self.token.mean), 1e-9)
+        self.speed.observe(arm, math.log(seconds / tokens / predicted))
+
     def best(self) -> Arm:
-        """The configuration with the highest speedup at the posterior means."""
+        """The configuration with the highest speedup at the posterior means (and the speed model's estimates)."""
         return self._argmax(self.step.mean, self.token.mean)
 
     def choose(self) -> Arm:
         """The configuration to run next: first the best at the prior means; then the current one while it
         dwells, else a Thompson draw, whose best replaces the current configuration only if it is faster by more
-        than ``switch_margin`` under the same draw (a switch drops the drafts in flight: near-ties do not pay)."""
+        than ``switch_margin`` under the same draw (a switch drops the drafts in flight: near-ties do not pay).
+        A choice the speed it got has disproved (:meth:`disproved`) stops dwelling: the next decision is a draw."""
         if self.current is None:  # the first choice: the best at the prior means (the planner's)
             self.current, self.left = self.best(), self.dwell
-        elif self.left <= 0:
+            self._chosen_factor = self.speed.factor(self.current) if self.speed is not None else 1.0
+        elif self.left <= 0 or self.disproved():
             a1, a2 = self.step.sample(self.rng), self.token.sample(self.rng)
-            best = self._argmax(a1, a2)
-            if self._speedup(best, a1, a2) > (1 + self.switch_margin) * self._speedup(self.current, a1, a2):
+            drawn = self.speed.draw(self.candidates, self.rng) if self.speed is not None else None
+            best = self._argmax(a1, a2, drawn)
+            if self._speedup(best, a1, a2, drawn) > (1 + self.switch_margin) * self._speedup(self.current, a1, a2,
+                                                                                             drawn):
                 self.current = best
             self.left = self.dwell
+            self._chosen_factor = self.speed.factor(self.current) if self.speed is not None else 1.0
         self.left -= 1
         return self.current
 
-    def _speedup(self, arm: Arm, a1: float, a2: float) -> float:
+    def disproved(self) -> bool:
+        """The current choice is slower than the objective said when it was chosen (its speed factor fell by more
+        than ``switch_margin`` since) and, with what that speed taught, no longer within ``switch_margin`` of the
+        best at the posterior means: what it was chosen for has not happened (always False without a speed model)."""
+        if self.speed is None or self.current is None:
+            return False
+        if self.speed.factor(self.current) * (1 + self.switch_margin) >= self._chosen_factor:
+            return False
+        a1, a2 = self.step.mean, self.token.mean
+        return self._speedup(self.current, a1, a2) * (1 + self.switch_margin) < self._speedup(self.best(), a1, a2)
+
+    def _model(self, arm: Arm, a1: float, a2: float) -> float:
+        """The objective's speedup, uncorrected."""
         if self.objective is not None:  # e.g. the priced simulator's table (lrsim.adaptive.sim.SimulatedObjective)
             return self.objective(arm, a1, a2)
         return speedup(arm, a1, a2, self.step_tokens, self.costs)
 
-    def _argmax(self, a1: float, a2: float) -> Arm:
-        return max(self.candidates, key=lambda arm: self._speedup(arm, a1, a2))
+    def _speedup(self, arm: Arm, a1: float, a2: float, drawn: dict[Arm, float] | None = None) -> float:
+        """The objective's speedup times the speed model's factor (``drawn``: a Thompson draw's factors)."""
+        s = self._model(arm, a1, a2)
+        if self.speed is None:
+            return s
+        return s * (drawn[arm] if drawn is not None and arm in drawn else self.speed.factor(arm))
+
+    def _argmax(self, a1: float, a2: float, drawn: dict[Arm, float] | None = None) -> Arm:
+        return max(self.candidates, key=lambda arm: self._speedup(arm, a1, a2, drawn))
 
 
 @dataclass(frozen=True)
@@ -167,6 +305,18 @@ class AutoOptions:
     prior_weight: float = 4.0  #: verdicts the prior is worth
     memory: float | None = 32.0  #: verdicts the posteriors weigh at most
     objective: str = "closed-form"  #: 'closed-form' (lrsim.theory.costaware.speedup) or 'simulated' (lrsim.adaptive.sim.SimulatedObjective)
+    learn_speed: bool = True  #: correct the objective by the speed each configuration gets (SpeedModel); False: as before issue 42
+    speed_prior: float = 1.0  #: segments the speed model's prior (no correction) is worth
+    speed_memory: float = 16.0  #: segments the speed model weighs at most (older ones fade)
+    speed_spread: float = 0.0  #: the speed model's Thompson spread of a family (log ratio, over sqrt(segments + prior))
+    speed_arm_weight: float = math.inf  #: segments a configuration's own correction needs to weigh as much as its family's (inf: the family's alone)
 
     def candidates(self) -> list[Arm]:
         return arms(max_gamma=self.max_gamma, k2s=self.k2s, modes=self.modes)
+
+    def speed_model(self) -> SpeedModel | None:
+        """A fresh :class:`SpeedModel` of these options (None without ``learn_speed``): share it between the
+        policies of a workload's requests so that what one learnt carries to the next."""
+        if not self.learn_speed:
+            return None
+        return SpeedModel(self.speed_prior, self.speed_memory, self.speed_spread, self.speed_arm_weight)

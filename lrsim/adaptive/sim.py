@@ -16,7 +16,10 @@ What the policy observes after a segment (what a decoder sees):
   (``P(X2 = x) = a2^x (1 - a2)``), so the segment's tokens per pass ``t`` give ``a2`` from
   ``E2(a2, k2) = (1 - a2^k2) / (1 - a2) = t``; the Beta update counts ``tokens - passes`` accepted tokens and
   ``passes (1 - a2^(k2-1))`` rejections, the passes that ended before their last position.  LR segments with
-  token SD leave ``a2`` as it is (their target passes include rejected and cancelled rows).
+  token SD leave ``a2`` as it is (their target passes include rejected and cancelled rows);
+- the segment's output tokens and seconds (:meth:`lrsim.adaptive.Policy.observe_time`): the speed the
+  configuration got, which corrects the objective's prediction (:class:`lrsim.adaptive.policy.SpeedModel`;
+  :func:`run_workload` shares one model between its requests' policies).
 
 Times are the simulator's seconds; a configuration's speedup over a workload is ``ar``'s seconds over its own on
 the same phases and seeds (common random numbers).
@@ -151,6 +154,7 @@ def run_request(phases: Sequence[Phase], config_of: ConfigOf, *, arm: Arm | None
             seconds, tokens, acc, dec, passes = _since(r, prev)
             if policy:
                 _observe(policy, choice, n, tokens, acc, dec, passes)
+                policy.observe_time(choice, tokens, seconds, acc, dec)
             out.segments.append(Segment(i, n, choice, seconds, tokens, acc, dec, *means, request))
             prev, done = r, done + n
     return out
@@ -180,6 +184,12 @@ def costs_of(hw, behaviour) -> Costs:
         raise InputError("adaptive LR needs a draft model on the hardware (--draft-arch)")
     ver, _ = verifier(hw, behaviour)
     return Costs(lambda n: target.seconds(ctx, 1, n), draft.seconds(ctx, 1, 1), float(ver.mean) if ver else 0.0)
+
+
+def ar_token_seconds(hw, behaviour) -> float:
+    """``ar``'s seconds per token on a hardware setup: its target's pass over one position at the prompt's context
+    (on ``ar``'s own setup, which :func:`costs_of`' LR target may not share: a CPU's threads)."""
+    return float(hw.target("ar").seconds(float(behaviour.prompt_tokens), 1, 1))
 
 
 def costs_of_config(cfg: SimConfig) -> Costs:
@@ -303,20 +313,23 @@ class AutoResult:
 
 def run_workload(requests: Sequence[Sequence[Phase]], config_of: ConfigOf, costs: Costs, alpha1: float,
                  alpha2: float, step_tokens: float, options: AutoOptions = AutoOptions(), seed: int = 0,
-                 progress: Callable[[int, int], None] | None = None) -> AutoResult:
+                 progress: Callable[[int, int], None] | None = None, ar_token_s: float | None = None) -> AutoResult:
     """``auto`` on every request (a policy of its own each, its prior at ``alpha1`` and ``alpha2``: what a
-    planner is given) and every fixed configuration, request ``i`` with seed ``seed + i`` in all of them."""
+    planner is given) and every fixed configuration, request ``i`` with seed ``seed + i`` in all of them.  With
+    ``options.learn_speed`` the policies share one :class:`lrsim.adaptive.policy.SpeedModel`: the speed each
+    configuration got in earlier requests corrects the objective in later ones (acceptance stays per request);
+    ``ar_token_s``: ``ar``'s seconds per token, the unit of predicted times (:class:`Policy`, :func:`ar_token_seconds`)."""
     if not requests:
         raise InputError("no requests to simulate")
     cands = options.candidates()
     if options.objective not in ("closed-form", "simulated"):
         raise InputError(f"objective: 'closed-form' or 'simulated', got {options.objective!r}")
     objective = SimulatedObjective(config_of, cands, seed=seed) if options.objective == "simulated" else None
-    auto, fixed = RequestRun(), {a: RequestRun() for a in cands}
+    auto, fixed, speed = RequestRun(), {a: RequestRun() for a in cands}, options.speed_model()
     for i, phases in enumerate(requests):
         pol = Policy(costs, alpha1=alpha1, alpha2=alpha2, prior_weight=options.prior_weight, step_tokens=step_tokens,
                      candidates=cands, dwell=options.dwell, seed=seed + i, switch_margin=options.switch_margin,
-                     memory=options.memory, objective=objective)
+                     memory=options.memory, objective=objective, speed=speed, ar_token_s=ar_token_s)
         auto.segments += run_request(phases, config_of, policy=pol, segment_steps=options.segment_steps,
                                      seed=seed + i, request=i).segments
         for a in cands:

@@ -408,6 +408,11 @@ def add_auto_args(p: argparse.ArgumentParser, phases: bool = False) -> None:
     g.add_argument("--objective", choices=("closed-form", "simulated"), default=d.objective,
                    help="what ranks the configurations: the closed forms with the machine's costs, or the priced "
                         "simulator's table over a grid of acceptances (built first: seconds to a minute)")
+    g.add_argument("--learn-speed", action=argparse.BooleanOptionalAction, default=d.learn_speed,
+                   help="correct each configuration's predicted speedup by the time per token it got, shared across "
+                        "requests (lrsim.adaptive.policy.SpeedModel; default on; --no-learn-speed: the objective alone)")
+    g.add_argument("--speed-memory", type=float, default=d.speed_memory,
+                   help=f"segments the speed correction weighs at most, older ones fading (default {d.speed_memory:g})")
 
 
 def auto_options(a: argparse.Namespace):
@@ -426,5 +431,7 @@ def auto_options(a: argparse.Namespace):
         raise InputError(f"--switch-margin must be in [0, 1), got {a.switch_margin}")
     if a.memory < a.prior_weight:
         raise InputError(f"--memory must be >= --prior-weight ({a.prior_weight:g}), got {a.memory:g}")
+    if not a.speed_memory >= 1:
+        raise InputError(f"--speed-memory must be >= 1, got {a.speed_memory:g}")
     return AutoOptions(a.max_gamma, k2s, LR_MODES, a.dwell, a.switch_margin, a.segment_steps,
-                       a.prior_weight, a.memory, a.objective)
+                       a.prior_weight, a.memory, a.objective, learn_speed=a.learn_speed, speed_memory=a.speed_memory)

@@ -132,7 +132,7 @@ def run_auto(a: argparse.Namespace) -> str:
     from the traces' calibrated profile, or from ``--hardware``."""
     from dataclasses import replace
 
-    from ..adaptive.sim import compose_config_of, costs_of, requests_from_traces, run_workload
+    from ..adaptive.sim import ar_token_seconds, compose_config_of, costs_of, requests_from_traces, run_workload
     from ..prediction.compose import behaviour_from_traces
     from ..prediction.replay import trace_hardware
 
@@ -151,7 +151,7 @@ def run_auto(a: argparse.Namespace) -> str:
         notes.append("no token acceptance in these traces: k2 = 1 only (record sd or '+sd' modes for more)")
     a2 = b.alpha2 if b.alpha2 is not None else 0.5  # with k2 = 1 only it prices nothing
     r = run_workload(requests_from_traces(traces, a2), compose_config_of(b, hw), costs_of(hw, b), b.alpha1, a2,
-                     b.step_tokens.mean, opts, seed=a.seed)
+                     b.step_tokens.mean, opts, seed=a.seed, ar_token_s=ar_token_seconds(hw, b))
     if a.json:
         return json.dumps(r.to_dict() | {"notes": notes}, indent=2, default=float)
     return "\n".join([r.format(), *(f"  note: {n}" for n in notes)])
