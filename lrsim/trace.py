@@ -268,11 +268,16 @@ class ChoiceRecord:
     step_tokens: float | None = option("tokens per step as estimated when it chose")
     speedup: float | None = option("the configuration's expected speedup over ar at those means and costs "
                                    "(lrsim.adaptive.speedup)")
-    best: str | None = option("the best configuration at the means (a Thompson draw may choose another)")
+    best: str | None = option("the best configuration at the means, its speedup times its speed factor (a Thompson "
+                              "draw may choose another)")
     target_pass_s: float | None = option("measured cost of a target pass over one position, T(1) (s)")
     target_position_s: float | None = option("measured cost of each further position of a pass, T(2) - T(1) (s)")
     draft_token_s: float | None = option("measured cost of a draft token (s; 0 before the first draft pass)")
     verify_pair_s: float | None = option("measured verifier seconds per step pair (0 before the first call)")
+    speed_factors: dict[str, float] | None = option(
+        "what the speed model (lrsim.adaptive.policy.SpeedModel) multiplies each mode family's speedup by, "
+        "exp(-estimate) of log(realized / predicted time per kept token): {'ar': ..., 'sync': ...}; absent: "
+        "no speed model (speedup is the closed form's, uncorrected)")
     type: str = "choice"
 
 
@@ -428,12 +433,19 @@ def _check_pass(rec: PassRecord) -> str | None:
     return None
 
 
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
 def _check_choice(rec: ChoiceRecord) -> str | None:
     problem = _check_ints(rec, (("request", 0), ("cycle", 0), ("k1", 1), ("k2", 1)))
     if problem:
         return problem
     if rec.mode not in SIM_MODES:
         return f"mode must be one of {', '.join(SIM_MODES)}, got {rec.mode!r}"
+    f = rec.speed_factors
+    if f is not None and not (isinstance(f, dict) and all(k in SIM_MODES and _positive(v) for k, v in f.items())):
+        return "field 'speed_factors' must map modes to numbers > 0"
     return None
 
 

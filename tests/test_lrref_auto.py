@@ -1,17 +1,23 @@
 """lrref --mode auto (issue 34): the decoder chooses ar, sd or lr-sync per cycle, from the costs it measures and
 the acceptance it sees; on the toy backend (pure Python, pass times reported, not slept)."""
 
+import importlib.util
+import math
 import subprocess
 import sys
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
+from conftest import require_models
 from toy import toy_decoder
 
 from lrref.config import DecodeConfig, parse_mode
-from lrref.decode.auto import Meter, arm_config, candidates
+from lrref.decode.auto import Meter, Tuner, arm_config, candidates
+from lrref.decode.request import Committed, Result
+from lrsim.adaptive.policy import AutoOptions
 from lrsim.errors import InputError
-from lrsim.theory.costaware import Arm
+from lrsim.theory.costaware import Arm, speedup
 from lrsim.trace import PassRecord, TraceError, read_trace, recorded_setting
 
 QUESTIONS = ["a question", "another one", "a third", "and a fourth one"]
@@ -19,10 +25,12 @@ QUESTIONS = ["a question", "another one", "a third", "and a fourth one"]
 
 def run_auto(tmp_path, target_s=0.01, row_s=0.0, draft_s=0.001, deviate=0.3, **kw):
     """Decode the questions in auto mode on the toy pair with those pass costs (``deviate``: the draft's share of
-    tokens that differ from the target's); results and the trace."""
+    tokens that differ from the target's); results and the trace.  The tuner times cycles by the toy's model clock
+    (its passes' reported seconds: :func:`model_clock`)."""
     tp = tmp_path / "auto.jsonl"
     dec, tw = toy_decoder(tp, mode="auto", **({"draft_temperature": 0.0} | kw))
     dec.target.seconds_per_pass, dec.target.seconds_per_row, dec.draft.seconds_per_pass = target_s, row_s, draft_s
+    dec.tuner.clock = model_clock(dec)
     dec.draft.deviate = deviate
     try:
         res = [dec.run(i, dec.target.encode_chat(q)) for i, q in enumerate(QUESTIONS)]
@@ -30,6 +38,12 @@ def run_auto(tmp_path, target_s=0.01, row_s=0.0, draft_s=0.001, deviate=0.3, **k
         dec.close()
         tw.close()
     return res, read_trace(tp)
+
+
+def model_clock(dec, lr_extra=0.0):
+    """The toy's clock: its target's and draft's reported pass seconds (the toy does not sleep), and ``lr_extra``
+    times the draft's on top (an LR cycle slower than its costs say)."""
+    return lambda: dec.target.stats.forward_s + (1 + lr_extra) * dec.draft.stats.forward_s
 
 
 def test_auto_is_lossless_with_the_exact_verifier(tmp_path):
@@ -190,3 +204,177 @@ def test_replay_checks_an_auto_runs_decisions(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "lrsim.cli", "replay", str(tmp_path / "auto.jsonl"), "--k1", "3"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "drop --k1" in bad.stderr
+
+
+# --- the speed it gets (issue 42) ----------------------------------------------------------------------------
+
+T1, STEP = 0.01, 40  # the fake tuner's target pass over one position (s) and step length (tokens)
+
+
+def fake_tuner(learn_speed=True):
+    """A tuner on a fake clock whose meter measured a near-free batch (T(n) = T1 (1 + 0.05 (n - 1))), a draft
+    token at T1 / 10 and a free verifier: LR's closed forms promise a lot; the clock (a list) and the tuner."""
+    now = [0.0]
+    tuner = Tuner(DecodeConfig(mode="auto"), AutoOptions(learn_speed=learn_speed), clock=lambda: now[0])
+    for n in (1, 2):
+        tuner.meter.record(PassRecord(engine="target", seconds=T1 * (1 + 0.05 * (n - 1)), rows=n, tokens=n))
+    tuner.meter.record(PassRecord(engine="draft", seconds=T1 / 10, rows=1, tokens=1))
+    tuner.meter.verified(1, 0.0)
+    return tuner, now
+
+
+def fake_request(index):
+    """What the tuner reads and writes of a request: its index, result, configuration and choice records."""
+    records = []
+    return SimpleNamespace(index=index, res=Result([], "", [], "max_tokens", 0.0, 10), cfg=None, records=records,
+                           rows=SimpleNamespace(choice=records.append))
+
+
+def fake_cycle(tuner, now, req, cycle, lr_slowdown):
+    """One cycle of the tuner's choice: ar and sd one step of STEP tokens, lr-sync gamma accepted drafts and the
+    target's step; ar's and sd's seconds as their closed form predicts, lr-sync's ``lr_slowdown`` times that
+    (at the step acceptance the policy believed when it chose).  The arm it ran."""
+    tuner.begin(req, cycle)
+    rec, pol = req.records[-1], tuner.policy
+    arm = Arm(rec.mode, rec.k1, rec.k2)
+    s = speedup(arm, pol.step.mean, pol.token.mean, pol.step_tokens, tuner.meter.costs(True))
+    for i in range(arm.k1):
+        req.res.steps.append(Committed([1] * STEP, "x", "draft" if i < arm.k1 - 1 else "target"))
+        req.res.ids += [1] * STEP
+    req.res.verified += arm.k1 - 1
+    req.res.accepted += arm.k1 - 1
+    now[0] += (1 if arm.mode == "ar" else lr_slowdown) * STEP * arm.k1 * T1 / s
+    tuner.end(req)
+    return arm
+
+
+def test_lr_three_times_slower_than_predicted_is_left_within_a_few_cycles_and_across_requests():
+    """Every draft accepted, but lr-sync takes 3x the time its closed form predicts: auto leaves it after two
+    timed LR cycles (the request's first cycle prefills: not timed), and the next request, whose acceptance prior
+    is high, starts from that knowledge (no LR); ar and sd, exactly as predicted, keep a factor of 1.  Without
+    the speed model, LR all along."""
+    tuner, now = fake_tuner()
+    req0 = [fake_cycle(tuner, now, r, c, 3.0) for r in [fake_request(0)] for c in range(12)]
+    assert [a.mode for a in req0[:4]] == ["sync", "sync", "sync", "ar"]
+    assert sum(a.mode == "sync" for a in req0) <= 4  # a Thompson draw of the acceptance may try it once more
+    req1 = [fake_cycle(tuner, now, r, c, 3.0) for r in [fake_request(1)] for c in range(12)]
+    assert all(a.mode == "ar" for a in req1) and tuner.policy.step.mean > 0.9
+    f = tuner.speed_factors()
+    assert f["ar"] == 1.0 and 1 / 3 < f["sync"] < 0.45  # exp(-estimate): log 3 shrunk towards ar's 0 by the prior
+    assert tuner.speed.weight("ar") > 0 and tuner.speed.weight("sync") > 0
+    off, now = fake_tuner(learn_speed=False)
+    for r in range(2):
+        req = fake_request(r)
+        assert all(fake_cycle(off, now, req, c, 3.0).mode == "sync" for c in range(12))
+    assert off.speed is None and off.speed_factors() is None
+
+
+def test_a_request_first_cycle_is_not_timed():
+    tuner, now = fake_tuner()
+    req = fake_request(0)
+    fake_cycle(tuner, now, req, 0, 3.0)
+    assert tuner.speed.stats == {}
+    fake_cycle(tuner, now, req, 1, 3.0)
+    assert tuner.speed.weight("sync") + tuner.speed.weight("ar") == 1.0
+
+
+def test_auto_on_the_toy_leaves_lr_that_is_slower_than_its_costs(tmp_path):
+    """The toy decoder with every draft accepted and a free batch: LR pays by its costs; with the clock charging
+    the draft's passes 31 times (LR slower than the costs it measured), auto leaves LR within the first request
+    and runs none in the next three; the choice records carry the speed factors."""
+    def run(learn_speed):
+        tp = tmp_path / f"auto-{learn_speed}.jsonl"
+        dec, tw = toy_decoder(tp, mode="auto", draft_temperature=0.0)
+        dec.target.seconds_per_pass, dec.draft.seconds_per_pass, dec.draft.deviate = 0.01, 0.001, 0.0
+        dec.tuner = Tuner(dec.cfg, AutoOptions(learn_speed=learn_speed), clock=model_clock(dec, lr_extra=30.0))
+        try:
+            for i, q in enumerate(QUESTIONS):
+                dec.run(i, dec.target.encode_chat(q))
+        finally:
+            dec.close()
+            tw.close()
+        return read_trace(tp)
+
+    tr = run(True)
+    assert not tr.warnings and all(c.mode == "ar" for c in tr.choices if c.request > 0)
+    assert sum(c.mode == "sync" for c in tr.choices) <= 3
+    assert all(set(c.speed_factors) == {"ar", "sync"} for c in tr.choices[1:])
+    assert tr.choices[-1].speed_factors["sync"] < 0.5 * tr.choices[-1].speed_factors["ar"]
+    off = run(False)
+    assert all(c.mode == "sync" for c in off.choices if c.request > 0)
+    assert all(c.speed_factors is None for c in off.choices)
+
+
+needs_binding = pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None,
+                                   reason="llama.cpp binding not installed: pip install -e '.[llamacpp]'")
+
+
+@needs_binding
+@pytest.mark.models
+def test_auto_learns_its_speed_on_a_real_model(tmp_path):
+    """llama.cpp, SmolLM2-135M as target and draft (one thread each): auto with the speed model decodes two
+    requests on the decoder's clock; the trace is valid, every choice after the first carries both families'
+    factors, the model observed every cycle but each request's first, and replay reproduces the decisions."""
+    (path,) = require_models("smollm2-135m-instruct", gguf=True)
+    from lrref.backends.llamacpp import LlamaCppBackend
+    from lrref.decode.decoder import Decoder, make_header
+    from lrref.verify.verifiers import ExactVerifier
+    from lrsim.adaptive.trace import check_auto_traces
+    from lrsim.trace import TraceWriter
+
+    tgt, drf = LlamaCppBackend(str(path), threads=1), LlamaCppBackend(str(path), threads=1, slots=4)
+    cfg = DecodeConfig(mode="auto", auto_max_gamma=2, max_step_tokens=20, max_tokens=48, threads=1)
+    tp = tmp_path / "auto.jsonl"
+    tw = TraceWriter(tp, make_header(cfg, {"target": str(path), "draft": str(path)}, "llamacpp", {"name": "exact"}))
+    dec = Decoder(cfg, tgt, drf, ExactVerifier(normalize=False), tw)
+    speed, ratios = dec.tuner.speed, []
+    observe = speed.observe
+    speed.observe = lambda arm, x, *a: (ratios.append(x), observe(arm, x, *a))
+    try:
+        for i, q in enumerate(["What is 12*7?", "Tom reads 18 pages a day. How many in 2 weeks?"]):
+            dec.run(i, tgt.encode_chat(q, cfg.system))
+    finally:
+        dec.close()
+        tw.close()
+        tgt.close()
+        drf.close()
+    tr = read_trace(tp)
+    assert not tr.warnings and len(tr.requests) == 2 and tr.choices[0].speed_factors is None
+    assert all(set(c.speed_factors) == {"ar", "sync"} for c in tr.choices[1:])
+    assert all(math.isfinite(v) and v > 0 for c in tr.choices[1:] for v in c.speed_factors.values())
+    assert len(ratios) == len(tr.choices) - len(tr.requests)  # every cycle but each request's first
+    assert all(abs(x) < 3 for x in ratios)  # log(realized / predicted): within 20x on the decoder's clock
+    rep = check_auto_traces([tr])
+    assert rep.decisions == len(tr.choices) - 1 and rep.reproduced == rep.decisions
+
+
+def test_a_choice_record_with_bad_speed_factors_is_skipped(tmp_path):
+    from lrsim.trace import Header, TraceWriter
+
+    tp = tmp_path / "bad.jsonl"
+    TraceWriter(tp, Header(source="lrref", mode="auto")).close()
+    with open(tp, "a", encoding="utf-8") as fh:
+        fh.write('{"type": "choice", "speed_factors": {"ar": 1.0, "sync": 0.4}}\n')
+        fh.write('{"type": "choice", "speed_factors": {"ar": -1}}\n')
+        fh.write('{"type": "choice", "speed_factors": {"lr": 1.0}}\n')
+    tr = read_trace(tp)
+    assert [c.speed_factors for c in tr.choices] == [{"ar": 1.0, "sync": 0.4}]
+    assert len(tr.warnings) == 2 and all("speed_factors" in w for w in tr.warnings)
+
+
+def test_meter_forgets_the_warm_up_and_ignores_a_few_slow_passes():
+    """The meter keeps each size's latest WINDOW passes and takes their median: a slow warm-up fades, a busy spell's
+    few slow passes do not move the cost (a mean kept the warm-up's 40x passes forever: issue 42)."""
+    from lrref.decode.auto import WINDOW
+
+    m = Meter()
+    for _ in range(20):  # the warm-up request on a busy machine
+        m.record(PassRecord(engine="target", seconds=1.2, rows=1, tokens=1))
+        m.record(PassRecord(engine="draft", seconds=0.5, rows=1, tokens=1))
+    for i in range(WINDOW):
+        m.record(PassRecord(engine="target", seconds=0.03 if i % 8 else 0.9, rows=1, tokens=1))  # 1 in 8 slow
+        m.record(PassRecord(engine="draft", seconds=0.012, rows=1, tokens=1))
+    m.record(PassRecord(engine="target", seconds=0.11, rows=1, tokens=5))
+    c = m.costs(True)
+    assert m.fit() == pytest.approx((0.03, 0.02))  # (0.11 - 0.03) / 4
+    assert (c.draft_token_s, m.draft_passes) == (0.012, 20 + WINDOW)

@@ -10,7 +10,13 @@ step, or one lr-sync cycle) the request's :class:`lrsim.adaptive.Policy` chooses
 
 - step acceptance: lr-sync's verified drafts, accepted and rejected (token-identical drafts count as accepted);
 - token acceptance: the n-gram tokens the target's passes proposed and kept;
-- step lengths: the committed steps' tokens.
+- step lengths: the committed steps' tokens;
+- speed (issue 42): the tokens the cycle kept and its seconds on the decoder's clock (from :meth:`Tuner.begin`'s
+  end to :meth:`Tuner.end`: the cycle's drafting, target passes, verifier calls and the host's own work between
+  them), to :meth:`lrsim.adaptive.Policy.observe_time`, which learns each mode family's realized time per kept
+  token over the one its closed form predicted at the costs measured so far
+  (:class:`lrsim.adaptive.policy.SpeedModel`).  A request's first cycle prefills its prompt, a cost every
+  configuration pays and no closed form has: its speed is not observed.
 
 The costs are the machine's as measured so far in this decoder (:class:`Meter`, fed every forward pass of the
 target and the draft and every verifier call):
@@ -29,16 +35,20 @@ prior's acceptance, beats ``ar`` with what is known, and priced from then on; th
 the verifier.  Once LR's costs are measured it is chosen again only when a Thompson draw of the acceptance makes it
 pay (:class:`lrsim.adaptive.Policy`).
 
-The costs persist across the decoder's requests (the machine does not change); each request gets a policy of its
-own, its step acceptance prior centred on what the earlier requests showed (the first on
+The costs persist across the decoder's requests (the machine does not change), and so does the speed model (one
+:class:`~lrsim.adaptive.policy.SpeedModel` shared by the policies of every request: a closed form that is wrong on
+this machine stays disbelieved in the next request; ``AutoOptions.learn_speed`` False: none); each request gets a
+policy of its own, its step acceptance prior centred on what the earlier requests showed (the first on
 :data:`PRIOR_ALPHA1`), worth ``prior_weight`` verdicts.  Every choice is written to the trace as a
-:class:`lrsim.trace.ChoiceRecord` (the configuration, the estimates and the costs that chose it), before the
-cycle's rows.
+:class:`lrsim.trace.ChoiceRecord` (the configuration, the estimates, the costs and the speed factors that chose
+it), before the cycle's rows.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import statistics
+from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lrsim.adaptive.policy import AutoOptions, Policy, arms
@@ -49,6 +59,7 @@ from lrsim.trace import ChoiceRecord, PassRecord
 from ..config import DEFAULT_NGRAM, DecodeConfig
 from .request import Request
 
+WINDOW = 64  #: passes of each size (and draft passes, verifier calls) the meter keeps: the latest
 FIT_MAX_TOKENS = 64  #: passes over more positions (prefills of prompts and long steps) stay out of the target's fit
 PRIOR_ALPHA1 = 0.5  #: the first request's prior step acceptance
 PRIOR_ALPHA2 = 0.5  #: the prior token acceptance (n-gram)
@@ -76,32 +87,31 @@ class Meter:
     (:meth:`record`, beside the trace's) and every verifier call (:meth:`verified`)."""
 
     def __init__(self):
-        self.passes: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])  # positions -> [passes, seconds]
-        self.draft_passes, self.draft_s = 0, 0.0
-        self.verify_pairs, self.verify_s = 0, 0.0
+        self.passes: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=WINDOW))  # positions -> seconds
+        self.draft: deque[float] = deque(maxlen=WINDOW)  # the draft's one-position passes
+        self.verify: deque[tuple[int, float]] = deque(maxlen=WINDOW)  # verifier calls: (pairs, seconds)
+        self.draft_passes = 0  #: the draft's one-position passes ever seen (LR's costs are known after the first)
 
     def record(self, rec: PassRecord) -> None:
         """One forward pass: the target's (at most :data:`FIT_MAX_TOKENS` positions) go to its fit, the draft's
         over one position to its token cost; the verifier's own model passes are in its calls' time."""
         if rec.engine == "target" and rec.tokens <= FIT_MAX_TOKENS:
-            cell = self.passes[rec.tokens]
-            cell[0] += 1
-            cell[1] += rec.seconds
+            self.passes[rec.tokens].append(rec.seconds)
         elif rec.engine == "draft" and rec.tokens == 1:
             self.draft_passes += 1
-            self.draft_s += rec.seconds
+            self.draft.append(rec.seconds)
 
     def verified(self, pairs: int, seconds: float) -> None:
         """A verifier call judged ``pairs`` step pairs in ``seconds``."""
-        self.verify_pairs += pairs
-        self.verify_s += seconds
+        self.verify.append((pairs, seconds))
 
     def fit(self) -> tuple[float, float] | None:
-        """``(t1, s)`` of ``T(n) = t1 + s (n - 1)``: ``t1`` the mean pass over one position (else the smallest ``n``
-        seen), ``s`` the least-squares slope through ``(1, t1)`` over the passes of more positions,
-        ``s = sum c (n-1) (t - t1) / sum c (n-1)^2`` (``c`` passes at mean ``t`` per distinct ``n``), never below 0;
-        ``s = 0`` before a second ``n`` (optimism); None before any pass."""
-        pts = sorted((n, c, sec / c) for n, (c, sec) in self.passes.items() if c)
+        """``(t1, s)`` of ``T(n) = t1 + s (n - 1)``: ``t1`` the median pass over one position (else the smallest
+        ``n`` seen), ``s`` the least-squares slope through ``(1, t1)`` over the passes of more positions,
+        ``s = sum c (n-1) (t - t1) / sum c (n-1)^2`` (``c`` passes at median ``t`` per distinct ``n``), never below
+        0; ``s = 0`` before a second ``n`` (optimism); None before any pass.  Each ``n`` keeps its latest
+        :data:`WINDOW` passes: a warm-up or a busy spell fades, and the median ignores a few slow passes."""
+        pts = sorted((n, len(d), statistics.median(d)) for n, d in self.passes.items() if d)
         if not pts:
             return None
         n0, _, t1 = pts[0]
@@ -117,8 +127,9 @@ class Meter:
         if f is None:
             return None
         t1, s = f
-        draft = self.draft_s / self.draft_passes if self.draft_passes else 0.0
-        verify = self.verify_s / self.verify_pairs if self.verify_pairs else 0.0
+        draft = statistics.median(self.draft) if self.draft else 0.0
+        pairs = sum(n for n, _ in self.verify)
+        verify = sum(sec for _, sec in self.verify) / pairs if pairs else 0.0  # per pair, over the latest calls
         return Costs.affine(t1, s, draft, verify, draft_sd)
 
 
@@ -132,29 +143,36 @@ class _Seen:
     kept: int
     steps: int
     verify_s: float
+    tokens: int
 
 
 def _seen(req: Request) -> _Seen:
     r = req.res
-    return _Seen(r.accepted, r.verified, r.ngram_drafted, r.ngram_accepted, len(r.steps), r.verify_s)
+    return _Seen(r.accepted, r.verified, r.ngram_drafted, r.ngram_accepted, len(r.steps), r.verify_s, len(r.ids))
 
 
 class Tuner:
-    """The decoder's adaptive state: the cost meter (every request) and a policy per request.
+    """The decoder's adaptive state: the cost meter and the speed model (every request) and a policy per request.
 
     :param cfg: the auto configuration (its seed, its ``auto_max_gamma``, its other settings for every arm).
     :param options: the policy's options (:class:`lrsim.adaptive.sim.AutoOptions`: prior weight, switch margin,
-        memory; one decision per cycle, ``dwell`` 1).
+        memory, ``learn_speed`` and the speed model's; one decision per cycle, ``dwell`` 1).
+    :param clock: seconds, what a cycle's speed is timed by; None: the request's clock (the decoder's trace clock,
+        ``time.perf_counter``).  A test gives a model's clock (passes reported, not slept).
     """
 
-    def __init__(self, cfg: DecodeConfig, options: AutoOptions | None = None):
+    def __init__(self, cfg: DecodeConfig, options: AutoOptions | None = None,
+                 clock: Callable[[], float] | None = None):
         self.cfg, self.options, self.meter = cfg, options or AutoOptions(), Meter()
         self.arms = candidates(cfg)
         self.configs = {arm: arm_config(cfg, arm) for arm in self.arms}  #: each arm's fixed-mode configuration
+        self.speed = self.options.speed_model()  #: shared by every request's policy (None: learn_speed off)
+        self.clock = clock
         self.accepted, self.verified = 0, 0  # every cycle so far: a new request's prior
         self.policy: Policy | None = None  # the current request's, made at its first choice with measured costs
         self.request, self.prior_a1 = 0, PRIOR_ALPHA1
         self._before: _Seen | None = None  # the request's counters when the running cycle began
+        self._running: tuple[Arm, int, float] = (Arm("ar"), 0, 0.0)  # the running cycle's arm, index and start
 
     def begin(self, req: Request, cycle: int) -> None:
         """Before a cycle (:class:`lrref.decode.cycles.CycleHook`): choose, write the choice record, set
@@ -168,6 +186,10 @@ class Tuner:
         req.rows.choice(record)
         req.cfg = self.configs[arm]
         self._before = _seen(req)
+        self._running = (arm, cycle, self._now(req))
+
+    def _now(self, req: Request) -> float:
+        return self.clock() if self.clock is not None else req.clock()
 
     def choose(self) -> tuple[Arm, ChoiceRecord]:
         """The next cycle's configuration and its record: ``ar`` before the target's first pass (it measures the
@@ -179,7 +201,8 @@ class Tuner:
             o = self.options
             self.policy = Policy(costs, alpha1=self.prior_a1, alpha2=PRIOR_ALPHA2, prior_weight=o.prior_weight,
                                  step_tokens=PRIOR_STEP_TOKENS, candidates=self.arms, dwell=1,
-                                 seed=self.cfg.seed + self.request, switch_margin=o.switch_margin, memory=o.memory)
+                                 seed=self.cfg.seed + self.request, switch_margin=o.switch_margin, memory=o.memory,
+                                 speed=self.speed)
         pol = self.policy
         pol.costs = costs  # the latest measurements
         arm = pol.choose()
@@ -193,11 +216,21 @@ class Tuner:
                                  best=pol.best().label, target_pass_s=round(t1, 6),
                                  target_position_s=round(costs.target_pass(2) - t1, 6),
                                  draft_token_s=round(costs.draft_token_s, 6),
-                                 verify_pair_s=round(costs.verify_pair_s, 6))
+                                 verify_pair_s=round(costs.verify_pair_s, 6), speed_factors=self.speed_factors())
+
+    def speed_factors(self) -> dict[str, float] | None:
+        """What the speed model multiplies each mode family's speedup by now (its first candidate's factor;
+        rounded), None without one."""
+        if self.speed is None:
+            return None
+        first = {a.mode: a for a in reversed(self.arms)}
+        return {mode: round(self.speed.factor(first[mode]), 4) for mode in dict.fromkeys(a.mode for a in self.arms)}
 
     def end(self, req: Request) -> None:
-        """After a cycle: what it showed since :meth:`begin`, to the request's policy and the meter; ``req.cfg``
-        back to auto's."""
+        """After a cycle: what it showed since :meth:`begin`, to the request's policy (acceptance, step lengths and,
+        but for a request's first cycle, speed: module doc) and the meter; ``req.cfg`` back to auto's."""
+        arm, cycle, t0 = self._running
+        seconds = self._now(req) - t0
         before, now, r = self._before, _seen(req), req.res
         accepted, verified = now.accepted - before.accepted, now.verified - before.verified
         if verified:  # token-identical pairs skip the verifier: the mean over all pairs is what a pair costs
@@ -208,4 +241,7 @@ class Tuner:
             self.policy.observe(accepted=accepted, rejected=verified - accepted,
                                 tokens_accepted=now.kept - before.kept, tokens_drafted=now.drafted - before.drafted,
                                 step_tokens=[len(s.ids) for s in r.steps[before.steps:]])
+            if cycle > 0:  # the first cycle prefilled the prompt
+                self.policy.costs = self.meter.costs(self.cfg.draft_ngram) or self.policy.costs  # with this cycle's
+                self.policy.observe_time(arm, now.tokens - before.tokens, max(seconds, 0.0), accepted, verified)
         req.cfg = self.cfg
