@@ -85,14 +85,30 @@ def test_engine_matches_transformers_generate(tiny):
 
 
 @pytest.fixture(scope="module")
-def ar_ref(tiny, tmp_path_factory):
-    return decode_all(tiny, "ar", tmp_path_factory.mktemp("ar"))
+def decoded(tiny, tmp_path_factory):
+    """``decode_all`` with the token-identical verifier, run once per setting in this module: several tests check
+    the same decode (lr-sync's: lossless, accepts and rejects, a killed run's trace; lr-async's: lossless, overlap),
+    so it runs once.  The tests only read the results and traces (the killed-run test cuts a copy of the trace)."""
+    done = {}
+
+    def get(mode, **kw):
+        key = (mode, *sorted(kw.items()))
+        if key not in done:
+            done[key] = decode_all(tiny, mode, tmp_path_factory.mktemp(mode.replace("+", "_")), **kw)
+        return done[key]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def ar_ref(decoded):
+    return decoded("ar")
 
 
 @pytest.mark.parametrize("mode, kw", [(m, {}) for m in MODES if m != "ar"] + [("lr-sync", {"width": 2, "gamma": 2})])
-def test_lossless_greedy_exact(tiny, ar_ref, tmp_path, mode, kw):
+def test_lossless_greedy_exact(decoded, ar_ref, mode, kw):
     ref, _ = ar_ref
-    res, tr = decode_all(tiny, mode, tmp_path, **kw)
+    res, tr = decoded(mode, **kw)
     for a, b in zip(ref, res):
         assert b.ids == a.ids, f"{mode}: diverged at token {next(i for i, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y)}"
         assert b.finish == a.finish
@@ -155,8 +171,8 @@ def test_concurrent_requests_decode_as_alone(tiny, ar_ref3, tmp_path, mode, n):
     assert tr.header.setting["concurrency"] == n and not tr.warnings
 
 
-def test_lr_modes_exercise_accept_and_reject(tiny, tmp_path):
-    res, tr = decode_all(tiny, "lr-sync", tmp_path)
+def test_lr_modes_exercise_accept_and_reject(decoded):
+    res, tr = decoded("lr-sync")
     decided = [s.decision for s in tr.steps if s.decision is not None]
     assert True in decided and False in decided, decided
 
@@ -167,7 +183,9 @@ def test_sync_trace_accounts_for_every_target_step(tiny, tmp_path, p_accept):
     target timing, so the forward passes in the trace add up to the passes the decoder ran."""
     from lrref.verify.verifiers import RandomVerifier
 
-    res, tr = decode_all(tiny, "lr-sync", tmp_path, verifier=RandomVerifier(p_accept, seed=1), max_tokens=80)
+    # 56 tokens (2 requests, 1-3 cycles each) hold accepted and rejected decisions and discarded target steps at
+    # both p_accept; the sums below are per pass, so more tokens only repeat them
+    res, tr = decode_all(tiny, "lr-sync", tmp_path, verifier=RandomVerifier(p_accept, seed=1))
     rows = {(s.request, s.cycle, s.position): s.target_forwards for s in tr.steps if s.target_start is not None}
     assert sum(rows.values()) == sum(r.target_forwards for r in res)
     wasted = [s for s in tr.steps if s.target_start is not None and s.committed is None and not s.accepted]
@@ -179,8 +197,8 @@ def test_sync_trace_accounts_for_every_target_step(tiny, tmp_path, p_accept):
     assert all(p.threads == 1 and p.seconds > 0 and p.positions_max * p.rows >= p.tokens for p in tr.passes)
 
 
-def test_async_trace_has_overlap_and_batches(tiny, tmp_path):
-    res, tr = decode_all(tiny, "lr-async", tmp_path, max_tokens=80)
+def test_async_trace_has_overlap_and_batches(decoded):
+    res, tr = decoded("lr-async")  # the lossless test's lr-async decode (56 tokens): the overlap below is structural
     drafts = [s for s in tr.steps if s.draft_start is not None and not s.cancelled]
     targets = [s for s in tr.steps if s.target_start is not None]
     assert drafts and targets
@@ -199,10 +217,10 @@ def test_sampling_is_reproducible_with_a_seed(tiny, tmp_path):
     assert [r.ids for r in a] != [r.ids for r in c]
 
 
-def test_killed_run_leaves_a_readable_trace(tiny, tmp_path):
-    _, tr = decode_all(tiny, "lr-sync", tmp_path)
-    p = tr.path
-    text = open(p).read()
+def test_killed_run_leaves_a_readable_trace(decoded, tmp_path):
+    _, tr = decoded("lr-sync")
+    p = tmp_path / "killed.jsonl"  # a copy: the decode's own trace is shared with the other tests
+    text = open(tr.path).read()
     cut = text[: len(text) - 40]  # the half-written last line of a killed run
     open(p, "w").write(cut)
     t2 = read_trace(p)
