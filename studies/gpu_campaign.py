@@ -223,10 +223,11 @@ def contexts_that_fit(c: Campaign, arch: str, grid: dict) -> tuple[int, ...]:
     if c.tiny or c.memory_gib is None:
         return grid["context"]
     from lrsim.gpu.archs import load_arch
-    from lrsim.gpu.model import USABLE_MEMORY, memory_need
+    from lrsim.gpu.engines import get_engine
+    from lrsim.gpu.model import memory_need
 
     a = load_arch(arch)
-    cap = USABLE_MEMORY * c.memory_gib * 2 ** 30
+    cap = get_engine("hf-eager").usable_memory * c.memory_gib * 2 ** 30  # the torch backend's eager forward
     ok = tuple(L for L in grid["context"] if float(memory_need(a, L, 1, max(grid["positions"]))) <= cap
                and (a.max_positions is None or L + max(grid["positions"]) <= a.max_positions))
     return ok or grid["context"][:1]

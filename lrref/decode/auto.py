@@ -88,9 +88,8 @@ class Meter:
 
     def __init__(self):
         self.passes: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=WINDOW))  # positions -> seconds
-        self.draft: deque[float] = deque(maxlen=WINDOW)  # the draft's one-position passes
+        self.draft: deque[float] = deque(maxlen=WINDOW)  #: the draft's one-position passes (LR's costs known once any)
         self.verify: deque[tuple[int, float]] = deque(maxlen=WINDOW)  # verifier calls: (pairs, seconds)
-        self.draft_passes = 0  #: the draft's one-position passes ever seen (LR's costs are known after the first)
 
     def record(self, rec: PassRecord) -> None:
         """One forward pass: the target's (at most :data:`FIT_MAX_TOKENS` positions) go to its fit, the draft's
@@ -98,7 +97,6 @@ class Meter:
         if rec.engine == "target" and rec.tokens <= FIT_MAX_TOKENS:
             self.passes[rec.tokens].append(rec.seconds)
         elif rec.engine == "draft" and rec.tokens == 1:
-            self.draft_passes += 1
             self.draft.append(rec.seconds)
 
     def verified(self, pairs: int, seconds: float) -> None:
@@ -206,7 +204,7 @@ class Tuner:
         pol = self.policy
         pol.costs = costs  # the latest measurements
         arm = pol.choose()
-        if arm.mode != "ar" and not self.meter.draft_passes:  # LR before its costs are known: the cheapest probe
+        if arm.mode != "ar" and not self.meter.draft:  # LR before its costs are known: the cheapest probe
             arm = PROBE
         a1, a2 = pol.step.mean, pol.token.mean
         t1 = costs.target_pass(1)

@@ -23,8 +23,8 @@ The objective, :func:`lrsim.theory.costaware.speedup`, and the configurations it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -140,6 +140,11 @@ class ProfileCost:
                 self._cache.clear()
         return hit
 
+    def priced_shapes(self) -> list[tuple[float, float, float]]:
+        """The ``(context, rows, positions)`` passes priced so far (what a run asked of this cost; the memo is
+        cleared past 65,536 of them)."""
+        return list(self._cache)
+
     def _ms(self, context: float, rows: float, positions: float) -> float:
         a, ex = self.table, self.extrapolation
         L, b, q = context, rows, positions

@@ -36,12 +36,11 @@ from .setup import Efficiencies, Setup, check_tp
 
 ENGINES = {"fused": engine_vllm, "hf-eager": engine_hf}  #: operator models by the engine's ``kernels``
 TIMINGS = ("kernel_sum", "wall")
-USABLE_MEMORY = 0.85  # hf-eager: share of the device's memory for weights + KV + activations (reproduces the H100
-# run's skips); each serving engine reserves its own share (lrsim/data/gpus/engines/*.json: usable_memory)
+# each engine's share of the device's memory for weights + KV + activations: lrsim/data/gpus/engines/*.json
+# (usable_memory; hf-eager's 0.85 reproduces the H100 run's skips)
 
 __all__ = [
     "ENGINES",
-    "USABLE_MEMORY",
     "Efficiencies",
     "Setup",
     "attention",

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..cost.fromtraces import model_names, profile_from_traces
 from ..cost.hardware import HardwareSpec
+from ..cost.passcost import ProfileCost
 from ..dists import Constant, Dist, Empirical
 from ..errors import InputError
 from ..fields import option
@@ -368,11 +369,11 @@ def coverage_notes(hw: HardwareSpec, cfg: SimConfig | None) -> list[str]:
     cov = (extra or {}).get("coverage") or {}
     out = []
     for role, cost in (("target", getattr(cfg, "target_latency", None)), ("draft", getattr(cfg, "draft_latency", None))):
-        c = cov.get(getattr(cost, "arch", None))
+        c = cov.get(cost.arch) if isinstance(cost, ProfileCost) else None
         if not c:
             continue
         lo, hi = c["tokens"]
-        sizes = sorted({max(1, round(r * q)) for _, r, q in getattr(cost, "_cache", {})})
+        sizes = sorted({max(1, round(r * q)) for _, r, q in cost.priced_shapes()})
         above = [n for n in sizes if n > hi]
         inside = [n for n in sizes if any(g0 <= n <= g1 for g0, g1 in c.get("gaps", ()))]
         if above:
