@@ -72,7 +72,7 @@ def hardware(profile: Any, target_arch: str, draft_arch: str | None = None, *, v
 
     return HardwareSpec(profile, target_arch, draft_arch, Extrapolation(extrapolate, below_context), target_tp,
                         tp_efficiency, _dist(verifier_latency), judge_arch, None, prefill, draft_hardware,
-                        verifier_hardware, kv_dtype)
+                        verifier_hardware, kv_dtype).load()
 
 
 def _dist(v: Any):

@@ -13,7 +13,6 @@ which makes differences between them less noisy); ``distinct_seeds`` gives point
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import itertools
@@ -39,8 +38,8 @@ FORMATS = (".csv", ".parquet")
 def parse_grid(text: str, convert: Callable[[str], Any] = float) -> list:
     """Values of one grid axis: ``0.7``, ``1,2,4,8`` or ``0.5:0.9:5`` (linspace, ends included).
 
-    ``convert`` parses (and checks) one value; it raises ``ValueError`` or
-    ``argparse.ArgumentTypeError`` on bad input, reported as :class:`InputError`.
+    ``convert`` parses (and checks) one value; it raises ``ValueError`` or ``TypeError`` on bad input, reported
+    as :class:`InputError`.
     """
     text = text.strip()
     if text.count(":") == 2:
@@ -59,7 +58,7 @@ def parse_grid(text: str, convert: Callable[[str], Any] = float) -> list:
         raise InputError(f"empty grid {text!r}: expected {GRID_SYNTAX}")
     try:
         return [convert(v) for v in items]
-    except (ValueError, TypeError, argparse.ArgumentTypeError) as e:
+    except (ValueError, TypeError) as e:
         raise InputError(f"bad grid value in {text!r}: {e}") from None
 
 

@@ -207,6 +207,24 @@ def test_draft_and_judge_default_to_a_gpu_of_their_own():
     assert measured.specs["draft"] == "h100-ctx0-kernel"  # a measured profile keeps its own entries
 
 
+def test_a_hardware_spec_is_data_until_its_loader_runs(monkeypatch):
+    import importlib
+
+    syn = importlib.import_module("lrsim.gpu.synthesize")  # the module (lrsim.gpu.synthesize is also a function)
+    hw = HardwareSpec("model:h100:tp4:kv-fp8", "no-such-model", "qwen2.5-1.5b")  # constructing reads nothing
+    with pytest.raises(InputError, match="no-such-model"):
+        hw.load()
+    parsed = []
+    real = syn.parse_spec
+    monkeypatch.setattr(syn, "parse_spec", lambda spec: parsed.append(spec) or real(spec))
+    hw = HardwareSpec("model:h200:tp2:ep", "qwen3-30b-a3b", "qwen3-0.6b", judge_arch="qwen3-0.6b",
+                      kv_dtype="fp8").load()
+    # the draft's and judge's GPU (TP 1, no EP) derive from the one parsed target spec, not from its text
+    assert parsed == ["model:h200:tp2:ep"]
+    assert hw.specs["draft"] == hw.specs["judge"] == "model:h200:tp1:bf16:vllm:kv-fp8:wall"
+    assert hw.profiles["draft"] is hw.profiles["judge"] and hw.load() is hw
+
+
 @pytest.mark.parametrize("kw, msg", [
     ({"target_tp": 2, "tp_efficiency": 0.9}, "TP lives in the model: spec"),
     ({"kv_dtype": "fp4"}, "kv_dtype must be fp8"),

@@ -5,6 +5,7 @@ import csv
 import pytest
 
 from lrsim.cli import positive_int, unit
+from lrsim.commands.common import plain
 from lrsim.sim import SimConfig, simulate
 from lrsim.sweep import build_configs, check_output, parse_grid, run_configs, run_grid, write_rows
 
@@ -24,8 +25,8 @@ def test_parse_grid(text, convert, values):
 
 
 @pytest.mark.parametrize("text, convert, msg", [
-    ("1:2:3", positive_int, "an integer >= 1"),
-    ("0:1.5:4", unit, r"in \[0, 1\]"),
+    ("1:2:3", plain(positive_int), "an integer >= 1"),
+    ("0:1.5:4", plain(unit), r"in \[0, 1\]"),
     ("a:b:c", float, "bad range"),
     ("1:2:0", float, "NUM must be >= 1"),
     (",", float, "empty grid"),

@@ -42,6 +42,17 @@ positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
 nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 
 
+def plain(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """An argument parser that raises ValueError (what code below the commands catches), not argparse's error."""
+    def wrapped(text: str) -> object:
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(str(e)) from None
+
+    return wrapped
+
+
 def choice(options: Sequence[str]) -> Callable[[str], str]:
     def parse(text: str) -> str:
         if text not in options:
@@ -236,7 +247,7 @@ def hardware_spec(a: argparse.Namespace, need_draft: bool = True, number_flags: 
                             Extrapolation(a.extrapolate or "linear", a.below_context or "clamp"), a.target_tp or 1,
                             a.tp_efficiency, getattr(a, "verifier_latency", None), a.judge_arch,
                             a.judge_prompt_tokens, getattr(a, "prefill", None), a.draft_hardware,
-                            a.verifier_hardware, a.kv_dtype)
+                            a.verifier_hardware, a.kv_dtype).load()
     except InputError as e:
         if not header:
             raise

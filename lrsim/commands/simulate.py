@@ -7,7 +7,7 @@ import json
 
 from ..format import format_sim
 from . import HELP
-from .common import add_auto_args, add_sim_args, auto_options, positive_int, sim_flags, sim_settings
+from .common import add_auto_args, add_sim_args, auto_options, plain, positive_int, sim_flags, sim_settings
 
 
 def add_parsers(sub) -> None:
@@ -69,7 +69,7 @@ def run_sweep(a: argparse.Namespace) -> str:
 
     scalars, _ = sim_flags()
     fixed = {k: v for k, v in sim_settings(a).items() if k not in {n for _, n, _ in scalars}}
-    axes = {name: parse_grid(getattr(a, name), parse) for _, name, parse in scalars
+    axes = {name: parse_grid(getattr(a, name), plain(parse)) for _, name, parse in scalars
             if getattr(a, name) is not None}
     out = check_output(a.out)
     configs, skipped = build_configs(fixed, axes, a.skip_invalid, a.distinct_seeds)

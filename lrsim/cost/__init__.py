@@ -2,7 +2,8 @@
 
 - :mod:`lrsim.cost.passcost`    PassCost: a constant, curves, grids or a latency profile; the one cost ratio
 - :mod:`lrsim.cost.library`     profiles by name, file or ``model:DEVICE[:tpN]...`` (the GPU model)
-- :mod:`lrsim.cost.hardware`    HardwareSpec: the target, draft and verifier profiles and their placement
+- :mod:`lrsim.cost.hardware`    HardwareSpec (data): the target, draft and verifier profiles and their placement
+- :mod:`lrsim.cost.roles`       its loader: each role's profile spec (parsed once) and loaded profile
 - :mod:`lrsim.cost.fromtraces`  a profile calibrated from lrref's traces (the pass-cost fit)
 - :mod:`lrsim.cost.check`       a profile against lrref's traces
 - :mod:`lrsim.cost.listing`     ``lrsim profiles``

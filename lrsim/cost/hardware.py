@@ -27,6 +27,7 @@ placement existed).  TP lives in a ``model:`` spec: ``target_tp`` /
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -35,11 +36,11 @@ from ..errors import InputError
 from ..fields import option
 from ..latency.interp import Extrapolation
 from ..latency.profile import Profile
-from .library import MODEL_PREFIX, is_modelled, load_profile
+from .library import is_modelled
 from .passcost import ProfileCost, cost_ratio
+from .roles import PLACE_COLOCATED, Roles, load_roles
 
 ROLES = ("target", "draft")
-PLACE_COLOCATED = "colocated"  #: the placement keyword: on the target's device
 KV_DTYPES = ("fp8",)
 
 
@@ -85,48 +86,39 @@ class HardwareSpec:
             raise InputError(f"prefill must be none, last or unseen, got {self.prefill!r}")
         if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
             raise InputError(f"kv_dtype must be fp8 (or None: as the spec says), got {self.kv_dtype!r}")
+        measured = [s for s in (self.profile, self.draft_hardware, self.verifier_hardware)
+                    if s not in (None, PLACE_COLOCATED) and (not is_modelled(s) or isinstance(s, Profile))]
+        if self.kv_dtype is not None and measured:
+            raise InputError(f"--kv-dtype {self.kv_dtype} prices a modelled profile (model:...); {measured[0]} is "
+                             "measured")
         if self.verifier_hardware is not None and self.judge_arch is None:
             raise InputError("verifier hardware places an LLM judge: give judge_arch too (a verifier latency is "
                              "a number, wherever it runs)")
-        specs = {"target": self._kv(self.profile), "draft": self._role_spec(self.draft_hardware),
-                 "judge": self._role_spec(self.verifier_hardware)}
-        archs = {"target": self.target_arch, "draft": self.draft_arch, "judge": self.judge_arch}
-        loaded: dict[str, Profile] = {}
-        for role in ("target", "draft", "judge"):
-            same = [r for r in ("target", "draft", "judge") if r in loaded and specs[r] == specs[role]]
-            if archs[role] is None and role != "target":
-                continue
-            want = tuple(dict.fromkeys(archs[r] for r in ("target", "draft", "judge")
-                                       if archs[r] is not None and specs[r] == specs[role]))
-            loaded[role] = loaded[same[0]] if same else load_profile(specs[role], want)
-        object.__setattr__(self, "loaded", loaded["target"])
-        object.__setattr__(self, "profiles", loaded)
-        object.__setattr__(self, "specs", specs)
-        for role, prof in loaded.items():
-            arch = archs[role]
-            if arch is not None and not any(n == arch or n.startswith(arch + "@") for n in prof.archs):
-                names = sorted({n.split("@", 1)[0] for n in prof.archs})
-                raise InputError(f"{prof.where}: no architecture {arch!r} (it has {', '.join(names)})")
 
-    def _kv(self, spec):
-        """``spec`` with the spec-wide KV-cache dtype (``model:`` specs only)."""
-        if self.kv_dtype is None:
-            return spec
-        if not is_modelled(spec) or isinstance(spec, Profile):
-            raise InputError(f"--kv-dtype {self.kv_dtype} prices a modelled profile (model:...); {spec} is measured")
-        return spec if str(spec).endswith(":kv-fp8") or ":kv-fp8:" in str(spec) else f"{spec}:kv-{self.kv_dtype}"
+    @functools.cached_property
+    def roles(self) -> Roles:
+        """Each role's profile spec and loaded profile (:func:`lrsim.cost.roles.load_roles`, once)."""
+        return load_roles(self)
 
-    def _role_spec(self, given):
-        """The profile spec a draft or judge runs on: given, 'colocated' / default on the target's device."""
-        if given is not None and given != PLACE_COLOCATED:
-            return self._kv(given)
-        if not is_modelled(self.profile) or isinstance(self.profile, Profile):
-            return self.profile  # a measured profile: its own entries, as profiled
-        from dataclasses import replace
+    def load(self) -> HardwareSpec:
+        """Load the profiles now (so a missing architecture or a bad spec is reported here); returns ``self``."""
+        _ = self.roles
+        return self
 
-        from ..gpu.synthesize import parse_spec
+    @property
+    def loaded(self) -> Profile:
+        """The target's profile."""
+        return self.roles.profiles["target"]
 
-        return self._kv(MODEL_PREFIX + replace(parse_spec(str(self.profile)), tp=1).text())
+    @property
+    def profiles(self) -> dict[str, Profile]:
+        """Each role's profile (roles without an architecture have none)."""
+        return self.roles.profiles
+
+    @property
+    def specs(self) -> dict[str, str | Profile]:
+        """What each role runs on, as a user reads it."""
+        return self.roles.specs
 
     @property
     def colocated(self) -> str:

@@ -161,11 +161,11 @@ def parse_spec(spec: str) -> ModelSpec:
     ms = ModelSpec(dev, tp, got.get("engine", DEFAULT_ENGINE), got.get("dtype", "bf16"), got.get("kv", "auto"),
                    got.get("timing", "wall"), device if device.endswith(".json") or "/" in device else "",
                    float(got.get("routing overlap", 0.0)), "ep" in got, "dp_attention" in got)
-    _check_spec(spec, ms)
+    check_spec(spec, ms)
     return ms
 
 
-def _check_spec(spec: str, ms: ModelSpec) -> None:
+def check_spec(spec: str, ms: ModelSpec) -> None:
     """:raises InputError: a layout the engine does not run (:func:`lrsim.gpu.setup.check_layout`), or a format
     hf-eager does not price (one line)."""
     check_layout(ms.engine, ms.ep, ms.dp_attention)
@@ -367,12 +367,15 @@ def whole_device(spec: str | ModelSpec | DeviceSpec, archs: tuple[str, ...] | No
                                f"({m.timed}) of {'every shipped architecture' if not archs else ', '.join(out)}")
 
 
-@functools.lru_cache(maxsize=64)
 def profile_for_spec(spec: str, archs: tuple[str, ...] | None = None) -> Profile:
     """The modelled profile ``--hardware model:SPEC`` names, of ``archs`` (default every shipped architecture).
 
     :raises InputError: unknown device, bad suffix or TP degree (one line).
     """
-    m = parse_spec(spec)
-    return whole_device(m, archs, command=f"lrsim profiles --synthesize {m.text()} (resolved from model:"
-                        f"{str(spec).removeprefix('model:')})")
+    return profile_for_model(parse_spec(spec), archs)
+
+
+@functools.lru_cache(maxsize=64)
+def profile_for_model(m: ModelSpec, archs: tuple[str, ...] | None = None) -> Profile:
+    """The modelled profile of a parsed spec (one per spec and architectures: cached)."""
+    return whole_device(m, archs, command=f"lrsim profiles --synthesize {m.text()}")

@@ -624,4 +624,4 @@ def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> Hard
     prof = profile_from_traces(traces, "traces", alpha2)
     tname, dname = model_names(traces)
     has_draft = any(n.startswith(dname + "@") for n in prof.archs)
-    return HardwareSpec(prof, tname, dname if has_draft else None)
+    return HardwareSpec(prof, tname, dname if has_draft else None).load()
