@@ -6,12 +6,14 @@
   difference of the two accuracies (Newcombe's hybrid score interval for paired proportions);
 - :func:`batch_means`: a ratio of sums over consecutive cycles with its
   batch-means standard error (the simulator's speedup and its interval);
+- :func:`t_quantile`: Student's t quantile at integer degrees of freedom (exact series, no SciPy to load);
 - :func:`ratio_of_means`: the ratio of two independent samples' means with its delta-method interval (the
   calibrated ``c1``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -128,6 +130,44 @@ class RatioEstimate:
     hi: float | None
 
 
+def t_two_sided(t: float, df: int) -> float:
+    """``P(|T| <= t)`` for Student's t with ``df`` (an integer >= 1) degrees of freedom, ``t >= 0``.
+
+    Abramowitz & Stegun 26.7.3-4, with ``theta = atan(t / sqrt(df))``, ``c = cos(theta)``:
+    odd ``df``: ``(2 / pi) (theta + sin(theta) (c + (2/3) c^3 + (2 4)/(3 5) c^5 + ... up to c^(df-2)))``;
+    even ``df``: ``sin(theta) (1 + (1/2) c^2 + (1 3)/(2 4) c^4 + ... up to c^(df-2))``.
+    """
+    theta = math.atan(t / math.sqrt(df))
+    c2 = math.cos(theta) ** 2
+    odd = df % 2
+    term = math.cos(theta) if odd else 1.0  # the series' first term: c (odd df) or 1 (even df)
+    total = term if df > 1 or not odd else 0.0
+    for j in range(1 if odd else 0, df - 3, 2):  # term_{j+2} = term_j (j + 1) / (j + 2) c^2, up to c^(df-2)
+        term *= (j + 1) / (j + 2) * c2
+        total += term
+    if odd:
+        return 2 / math.pi * (theta + math.sin(theta) * total)
+    return math.sin(theta) * total
+
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(df: int, p: float = 0.975) -> float:
+    """Student's t quantile ``t`` with ``P(T <= t) = p`` (``0.5 <= p < 1``, integer ``df >= 1``): bisection on
+    :func:`t_two_sided`, to the last few bits of a float."""
+    if df < 1 or int(df) != df or not 0.5 <= p < 1:
+        raise ValueError(f"t_quantile needs an integer df >= 1 and 0.5 <= p < 1, got df={df!r}, p={p!r}")
+    want = 2 * p - 1  # P(|T| <= t) = 2 P(T <= t) - 1
+    lo, hi = 0.0, 1.0
+    while t_two_sided(hi, int(df)) < want:
+        lo, hi = hi, 2 * hi
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        lo, hi = (mid, hi) if t_two_sided(mid, int(df)) < want else (lo, mid)
+    return (lo + hi) / 2
+
+
 def batch_means(end: np.ndarray, base: np.ndarray, batches: int) -> RatioEstimate:
     """Ratio ``sum(base) / end[-1]`` and its 95% CI from batch means over consecutive cycles.
 
@@ -143,12 +183,10 @@ def batch_means(end: np.ndarray, base: np.ndarray, batches: int) -> RatioEstimat
     B = min(batches, n)
     if B < 2:
         return RatioEstimate(R, None, None, None)
-    from scipy.special import stdtrit
-
     edges = np.linspace(0, n, B + 1).astype(int)
     t_end = end[edges[1:] - 1]
     t_g = np.diff(np.concatenate(([0.0], t_end)))  # duration of each batch
     b_g = np.add.reduceat(base, edges[:-1])
     se = float(np.std(b_g - R * t_g, ddof=1) / (t_g.mean() * math.sqrt(B)))
-    q = float(stdtrit(B - 1, 0.975))  # Student-t quantile, B - 1 degrees of freedom
+    q = t_quantile(B - 1)  # Student-t quantile, B - 1 degrees of freedom
     return RatioEstimate(R, se, R - q * se, R + q * se)

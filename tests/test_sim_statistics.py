@@ -91,3 +91,17 @@ def test_verifier_latency_moves_the_async_plateau_to_ceil_of_1_plus_v_over_c():
     assert sp(5, 0.0) > 1.05 * sp(3, 0.0) and sp(6, 0.0) == pytest.approx(sp(5, 0.0), rel=0.02)
     assert sp(7, 0.4) > 1.05 * sp(5, 0.4) and sp(8, 0.4) == pytest.approx(sp(7, 0.4), rel=0.02)
     assert sp(7, 0.4) < 0.9 * sp(7, 0.0)
+
+
+def test_t_quantile_matches_scipy_without_loading_it():
+    from scipy.stats import t
+
+    from lrsim.stats import t_quantile, t_two_sided
+
+    for df in (1, 2, 3, 4, 7, 19, 29, 30, 99, 250):
+        for p in (0.5, 0.9, 0.975, 0.995):
+            assert t_quantile(df, p) == pytest.approx(t.ppf(p, df), rel=1e-10, abs=1e-12)
+    assert t_quantile(1) == pytest.approx(12.706204736174707, rel=1e-12)  # the Cauchy's: tan(0.475 pi)
+    assert t_two_sided(0.0, 5) == 0.0 and t_two_sided(1e9, 6) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="integer df"):
+        t_quantile(2.5)

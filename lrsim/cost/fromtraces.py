@@ -69,7 +69,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import optimize
 
 from ..errors import InputError
 from ..latency.profile import SETUP_MODES, ArchProfile, Profile, Provenance
@@ -188,6 +187,8 @@ def _solve(rows, fixed: dict) -> tuple[np.ndarray, float]:
     free = [p for p in ("a", "d") if p not in fixed]
     X = np.column_stack([c_col] + [cols[p] for p in free])
     sw = np.sqrt(w) / y  # relative errors, weighted by passes: sum w ((fit - y) / y)^2
+    from scipy import optimize  # here, not at import: only a fit needs SciPy
+
     sol, _ = optimize.nnls(X * sw[:, None], y * sw)
     coef = {"c": sol[0]} | dict(zip(free, sol[1:]))
     a = coef.get("a", fixed.get("a", 0.0) * coef["c"])
@@ -334,6 +335,8 @@ def fit_passes(passes: Sequence, setup: str, engine: str) -> PassFit:
     ridge[0, 1] = np.sqrt(RIDGE) / max(float(np.min(y)), 1e-9)
     A = np.vstack([X, smooth, ridge])
     rhs = np.concatenate([np.ones_like(y), np.zeros(k)])  # k - 1 slope changes and the ridge
+    from scipy import optimize
+
     sol = optimize.lsq_linear(A, rhs, bounds=(0.0, np.inf)).x
     fit = PassFit(setup, engine, float(sol[0]), float(sol[1]), float(sol[2]), tuple(map(float, sol[3:])),
                   len(passes), (int(b.min()), int(b.max())), (int(n.min()), int(n.max())),

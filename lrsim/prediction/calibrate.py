@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
-from scipy import optimize, stats
 
 from ..cost.fromtraces import spec_fill
 from ..errors import InputError
@@ -194,6 +193,8 @@ def _chi2_homogeneity(props: Sequence[Proportion]) -> float | None:
     table = np.array(rows, dtype=float)
     if (table.sum(axis=0) == 0).any():
         return 1.0
+    from scipy import stats  # here, not at import: a plan from a hardware spec never needs SciPy
+
     return float(stats.chi2_contingency(table, correction=False)[1])
 
 
@@ -215,6 +216,8 @@ def solve_alpha_pooled(groups: Sequence[tuple[float, float, int]]) -> float | No
     if not (lo < T < hi):
         return None
     expected = lambda a: sum(f * expected_kept(a, k) for f, _, k in groups) - T  # noqa: E731 - increasing in a
+    from scipy import optimize
+
     return float(optimize.brentq(expected, 1e-12, 1 - 1e-12))
 
 

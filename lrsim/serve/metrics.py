@@ -157,9 +157,9 @@ def t_interval(values: list[float], lo: float = 0.0, hi: float = math.inf) -> tu
     mean = float(x.mean())
     if len(x) < 2:
         return mean, None, None
-    from scipy.special import stdtrit
+    from ..stats import t_quantile
 
-    half = float(stdtrit(len(x) - 1, 0.975)) * float(x.std(ddof=1)) / math.sqrt(len(x))  # t_{.975,R-1} s / sqrt(R)
+    half = t_quantile(len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))  # t_{.975,R-1} s / sqrt(R)
     return mean, max(lo, mean - half), min(hi, mean + half)
 
 
