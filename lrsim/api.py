@@ -282,9 +282,10 @@ def _check_loads(loads: list, key: str, modes: Sequence[str]) -> None:
 def _serve_config(traces: list | None, hw: Any, settings: dict, sim_names: set):
     from .serve.config import ServeConfig
 
-    decode = {k: v for k, v in settings.items() if k in sim_names}
-    serve = {k: (_dist(v) if k in ("prompt_tokens", "output_tokens") else v) for k, v in settings.items()
-             if k not in sim_names}
+    workload = ("prompt_tokens", "output_tokens")  # each request's lengths (as `lrsim serve --prompt-tokens`)
+    decode = {k: v for k, v in settings.items() if k in sim_names and k not in workload}
+    serve = {k: (_dist(v) if k in workload else v) for k, v in settings.items()
+             if k not in sim_names or k in workload}
     for k in ("step_tokens", "draft_tokens", "verifier_latency"):
         if k in decode:
             decode[k] = _dist(decode[k])

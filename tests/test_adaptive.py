@@ -111,6 +111,7 @@ def test_speed_model_estimates_exactly():
     m.observe(a, 0.8)
     assert m.estimate(a) == pytest.approx((0.8 + 2 * 0.4) / 3)  # family 0.8 / 2; a: (0.8 + 2 family) / 3
     assert m.estimate(b) == pytest.approx(0.4) and m.estimate(c) == 0.0  # never run: its family's; no family: 0
+    assert m.family_factor("async") == pytest.approx(math.exp(-0.4)) and m.family_factor("sync") == 1.0
     m.observe(a, 0.4)  # the first segment fades to 3/4 of its weight
     wf, sf = 0.75 + 1, 0.8 * 0.75 + 0.4
     fam = sf / (wf + 1)
@@ -123,6 +124,26 @@ def test_speed_model_estimates_exactly():
     m.observe(Arm("ar", 1, 4), 0.3)  # ar's error is every family's prior: a family never run is ranked as ar is
     assert m.estimate(Arm("ar")) == pytest.approx(0.15) and m.estimate(c) == pytest.approx(0.15)
     assert m.estimate(b) == pytest.approx((sf + 0.15) / (wf + 1))  # a family fades with its own segments only
+
+
+def test_speed_model_thompson_draw_is_widest_for_a_family_never_run():
+    """spread > 0: one normal per family, of sd spread / sqrt(weight + prior); a configuration's draw is its
+    family's shift on its own estimate, so two depths of one family move together."""
+    from lrsim.adaptive.policy import SpeedModel
+
+    m = SpeedModel(prior_weight=1.0, memory=1e9, spread=0.5)
+    a, b, c = Arm("async", 4, 4), Arm("async", 6, 4), Arm("sync", 3)
+    for _ in range(15):  # async seen 15 segments at log ratio 0.2; sync never
+        m.observe(a, 0.2)
+    rng = np.random.default_rng(3)
+    draws = [m.draw([a, b, c], rng) for _ in range(4000)]
+    shift_a = np.array([-math.log(d[a]) - m.estimate(a) for d in draws])
+    shift_b = np.array([-math.log(d[b]) - m.estimate(b) for d in draws])
+    shift_c = np.array([-math.log(d[c]) - m.estimate(c) for d in draws])
+    assert np.allclose(shift_a, shift_b)  # one normal per family
+    assert shift_a.std() == pytest.approx(0.5 / math.sqrt(16), rel=0.05)
+    assert shift_c.std() == pytest.approx(0.5 / math.sqrt(1), rel=0.05)  # never run: the widest
+    assert abs(shift_a.mean()) < 0.01 and abs(shift_c.mean()) < 0.05
 
 
 def _world(costs, slow: Arm, factor: float):

@@ -217,12 +217,10 @@ class Tuner:
                                  verify_pair_s=round(costs.verify_pair_s, 6), speed_factors=self.speed_factors())
 
     def speed_factors(self) -> dict[str, float] | None:
-        """What the speed model multiplies each mode family's speedup by now (its first candidate's factor;
-        rounded), None without one."""
+        """What the speed model multiplies each mode family's speedups by now (rounded), None without one."""
         if self.speed is None:
             return None
-        first = {a.mode: a for a in reversed(self.arms)}
-        return {mode: round(self.speed.factor(first[mode]), 4) for mode in dict.fromkeys(a.mode for a in self.arms)}
+        return {mode: round(self.speed.family_factor(mode), 4) for mode in dict.fromkeys(a.mode for a in self.arms)}
 
     def end(self, req: Request) -> None:
         """After a cycle: what it showed since :meth:`begin`, to the request's policy (acceptance, step lengths and,

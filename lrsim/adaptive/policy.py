@@ -129,13 +129,23 @@ class SpeedModel:
         """The segments (faded) a configuration or a family (its mode) was seen in."""
         return self.stats.get(key, (0.0, 0.0))[0]
 
-    def estimate(self, arm: Arm, family_shift: float = 0.0) -> float:
-        """The log ratio expected of ``arm`` (0: the objective is right); ``family_shift`` moves its family's."""
+    def family_estimate(self, mode: str) -> float:
+        """The log ratio expected of a mode family (``ar``, ``sync``, ``async``): its segments shrunk to ``ar``'s
+        estimate (``ar``'s to 0) by ``prior_weight``."""
         w0 = self.prior_weight
         wr, sr = self.stats.get("ar", (0.0, 0.0))
-        ref = sr / (wr + w0) if arm.mode != "ar" else 0.0  # ar's error: what every family's time shares (prefill)
-        wf, sf = self.stats.get(arm.mode, (0.0, 0.0))
-        family = (sf + w0 * ref) / (wf + w0) + family_shift
+        ref = sr / (wr + w0) if mode != "ar" else 0.0  # ar's error: what every family's time shares (prefill)
+        wf, sf = self.stats.get(mode, (0.0, 0.0))
+        return (sf + w0 * ref) / (wf + w0)
+
+    def family_factor(self, mode: str) -> float:
+        """What a family's predicted speedups are multiplied by: ``exp(-family_estimate)`` (a configuration's
+        own, :meth:`factor`, differs only with a finite ``arm_weight``)."""
+        return math.exp(-self.family_estimate(mode))
+
+    def estimate(self, arm: Arm, family_shift: float = 0.0) -> float:
+        """The log ratio expected of ``arm`` (0: the objective is right); ``family_shift`` moves its family's."""
+        family = self.family_estimate(arm.mode) + family_shift
         if math.isinf(self.arm_weight):  # no per-configuration deviation: the family's correction
             return family
         w, s = self.stats.get(arm, (0.0, 0.0))
