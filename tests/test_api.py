@@ -135,6 +135,16 @@ def test_simulate_serving_rows_and_crossover():
     assert s.to_dict()["rows"][0]["mode"] == "ar" and "Crossover" in str(s)
 
 
+def test_simulate_serving_takes_the_workload_lengths_as_lrsim_serve_does():
+    """prompt_tokens is a SimConfig field too: given to simulate_serving it is each request's prompt (a Dist)."""
+    from lrsim.dists import Constant
+
+    kw = dict(modes=("ar",), hardware=lrsim.hardware(*H100), requests=20, replications=1, workers=1, k1=1)
+    short, long = (lrsim.simulate_serving(1.0, prompt_tokens=Constant(n), output_tokens=Constant(64), **kw)
+                   for n in (16, 4000))
+    assert short.table.column("ttft_mean")[0] < long.table.column("ttft_mean")[0]  # a longer prefill
+
+
 def test_check_theorems_small():
     t = lrsim.check_theorems(resolution=4, stages=2000)
     assert len(t.verdicts) == 5 and set(t.verdicts.values()) <= {"holds", "fails"}
