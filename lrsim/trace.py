@@ -233,8 +233,9 @@ class PassRecord:
     split into several only beyond `n_batch` tokens), in the main process and, for lr-async, in the draft
     process (sent back to the main trace with the draft steps; its clock is the trace's, both processes reading
     the same monotonic clock); ``hf`` one per model forward (engine passes and judge/score prompts).  The judge
-    and score verifiers' passes are `engine = "verifier"`.  ``vllm`` writes none: its passes happen inside the
-    engine, out of lrref's sight.  Rows of one pass may feed different numbers of positions (a step's prefill
+    and score verifiers' passes are `engine = "verifier"`.  ``vllm`` one per engine step that scheduled tokens,
+    from its scheduler's output (the engine core runs in lrref's process; rows, tokens and context exact, the step's
+    wall time from ``LLMEngine.step``).  Rows of one pass may feed different numbers of positions (a step's prefill
     next to a decode row): `tokens` is their sum, `positions_max` the largest; the hf backend pads every row to
     `positions_max` (and its cache to the longest row, holes included), llama.cpp computes only what is fed."""
 

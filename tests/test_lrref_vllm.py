@@ -51,3 +51,63 @@ def test_vllm_steps_match_the_step_rule_and_hf_greedy():
         if not eng.active:
             break
     assert set(got) == set(hs) and got[hs[0]].ids == got[hs[1]].ids
+
+
+def test_vllm_pass_records_time_every_step_and_calibrate(tmp_path):
+    """lr-sync+sd on a vLLM target (n-gram in the engine) and an hf draft: one pass record per engine step that
+    scheduled tokens, from vLLM's scheduler (rows, positions fed, cached context, n-gram proposals verified);
+    every step's model time is the sum of the passes it took part in, and ``lrsim calibrate`` fits them."""
+    import json
+    import subprocess
+    import sys
+
+    (path,) = require_models("smollm2-135m-instruct")
+    from lrref.backends.hf import HFBackend
+    from lrref.backends.vllm import VLLMBackend
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verify.verifiers import RandomVerifier
+    from lrsim.prediction.calibrate import calibrate
+    from lrsim.trace import TraceWriter, read_trace
+
+    cfg = DecodeConfig(mode="lr-sync+sd", gamma=2, max_step_tokens=16, max_tokens=40, threads=1, dtype="float32")
+    vb = VLLMBackend(path, dtype="float32", ngram=cfg.ngram_cfg, max_model_len=1024)
+    assert vb.sees_passes and vb.pass_log is None
+    tp = tmp_path / "vllm.jsonl"
+    tw = TraceWriter(tp, make_header(cfg, {"target": str(path), "draft": str(path)}, "vllm", {"name": "random"}))
+    dec = Decoder(cfg, vb, HFBackend(path, dtype="float32", threads=1), RandomVerifier(0.5, seed=1), tw)
+    qs = ["Tom reads 18 pages a day. How many pages does he read in 2 weeks?", "What is 12 * 7? Count 7, 14, 21."]
+    try:
+        res = [dec.run(i, vb.encode_chat(q, cfg.system)) for i, q in enumerate(qs)]
+    finally:
+        dec.close()
+        tw.close()
+    assert vb.pass_log is None and all(r.target_forwards > 0 for r in res)
+    tr = read_trace(tp)
+    by = {e: [p for p in tr.passes if p.engine == e] for e in ("target", "draft")}
+    assert len(by["target"]) == vb.stats.forwards > 0 and by["draft"] and not tr.warnings
+    timed = [s for s in tr.steps if s.target_start is not None]
+    assert sum(p.rows for p in by["target"]) == sum(s.target_forwards for s in timed)
+    for p in by["target"]:
+        assert p.seconds > 0 and p.threads == vb.threads and set(p.requests) <= {0, 1} and len(p.requests) == 1
+        assert p.rows <= p.tokens and p.positions_max * p.rows >= p.tokens and p.rows <= p.outputs <= p.tokens
+        assert p.context_max >= p.context
+    assert any(p.tokens > 20 * p.rows for p in by["target"])  # the prompts' prefill
+    assert any(p.outputs > p.rows for p in by["target"])  # n-gram proposals verified in the pass
+    assert sum(s.ngram_drafted for s in timed) >= sum(s.ngram_accepted for s in timed) > 0
+    # a step's model time is the sum of its passes: the engine's passes of its request while it ran
+    for lane in ("target", "draft"):
+        for s in tr.steps:
+            busy, start, end = (getattr(s, f"{lane}_{k}") for k in ("busy", "start", "end"))
+            if start is None:
+                continue
+            mine = [p for p in by[lane] if s.request in p.requests and start <= p.start and
+                    p.start + p.seconds <= end + 1e-5]
+            assert mine and busy == pytest.approx(sum(p.seconds for p in mine), abs=2e-6 * len(mine) + 1e-9), lane
+            assert len(mine) == getattr(s, f"{lane}_forwards")
+    c = calibrate([tr])
+    assert c.alpha2 is not None and c.target_s_per_forward
+    out = subprocess.run([sys.executable, "-m", "lrsim.cli", "calibrate", str(tp), "--json"], check=False,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    notes = json.loads(out.stdout)["pass_costs"]["notes"]
+    assert any("pure pass cost fitted on" in n and n.startswith("target") for n in notes), notes
