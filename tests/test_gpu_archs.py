@@ -288,7 +288,7 @@ def test_cli_refuses_moe_pricing_and_unknown_names_in_one_line_exit_2(tmp_path, 
     assert "Qwen3-30B-A3B: mixture-of-experts pricing is not modelled yet (128 routed experts, 8 per token" in err
     err = one_line_exit_2(["profiles", "--synthesize", "h200:tp8", "--arch", "deepseek-ai/DeepSeek-R1", "--out",
                            str(out)], capsys, out)
-    assert "deepseek-v3: multi-head latent attention (MLA) pricing is not modelled yet" in err
+    assert "deepseek-v3 (bf16) does not fit h200 at TP 8" in err  # MLA is priced (lrsim.gpu.mla); bf16 is too big
     err = one_line_exit_2(["profiles", "--synthesize", "h100", "--arch", "Qwen/Qwen3-Next-80B-A3B", "--out",
                            str(out)], capsys, out)
     assert "unknown architecture 'Qwen/Qwen3-Next-80B-A3B': shipped are " in err and "llama-3.1-8b" in err

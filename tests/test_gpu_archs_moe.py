@@ -191,7 +191,7 @@ def test_shipped_files_are_the_public_copies():
         assert "_source" in read_arch(name).config and (ARCH_DIR / f"{name}.json").is_file()
 
 
-def test_moe_is_priced_on_serving_engines_and_refused_on_hf_eager_and_mla():
+def test_moe_and_mla_are_priced_on_serving_engines_and_refused_on_hf_eager():
     from lrsim.gpu.fit import load_fit
     from lrsim.gpu.model import Setup
     from lrsim.gpu.devices import get_device
@@ -203,23 +203,22 @@ def test_moe_is_priced_on_serving_engines_and_refused_on_hf_eager_and_mla():
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("qwen3-30b-a3b: mixture-of-experts pricing is not modelled yet "
                                               "(128 routed experts, 8 per token; 30.5B parameters, 3.0B active)")
-    with pytest.raises(InputError, match="deepseek-v3: multi-head latent attention .MLA. pricing is not modelled"):
-        Setup(load_arch("deepseek-r1"), get_device("h200"), load_fit()[0], 8, "vllm")
+    Setup(load_arch("deepseek-r1"), get_device("h200"), load_fit()[0], 8, "vllm")  # MLA: lrsim.gpu.mla
+    with pytest.raises(InputError, match="deepseek-v3: multi-head latent attention .MLA. and mixture-of-experts "
+                                         "pricing is not modelled"):
+        Setup(load_arch("deepseek-r1"), get_device("h200"), load_fit()[0], 8, "hf-eager")
     with pytest.raises(InputError, match="gpt-oss-20b: mixture-of-experts pricing"):
         load_arch("gpt-oss-20b").layer_params  # no one layer's count: the layers differ
 
 
-def test_whole_device_profiles_price_moe_and_keep_mla_null_with_the_reason(tmp_path):
+def test_whole_device_profiles_price_moe_and_mla(tmp_path):
     p = profile_for_spec("h100")
     moe = [n for n in shipped() if load_arch(n).is_moe]
     assert set(p.archs) == set(shipped()) and len(moe) == len(MOE_PUBLISHED)
     for n in moe:
         a = p.archs[n]
         assert a.params == load_arch(n).params
-        if load_arch(n).is_mla:
-            assert a.unmeasured == len(a.context) * len(a.batch) * len(a.positions)
-            assert a.missing[0].startswith(f"modelled, not priced: {n}: multi-head latent attention")
-        elif a.unmeasured == len(a.context) * len(a.batch) * len(a.positions):  # too large for one H100 in bf16
+        if a.unmeasured == len(a.context) * len(a.batch) * len(a.positions):  # too large for one H100 in bf16
             assert "does not fit" in a.missing[0], n
         else:
             assert p.time_ms(n, 1024, 1, 1) > 0, n

@@ -7,7 +7,8 @@
 - :func:`devices` lists the embedded device specs (datasheet peaks).
 - :mod:`lrsim.gpu.engine_vllm` and :mod:`lrsim.gpu.engine_hf` price one forward pass per operator as vLLM and as
   transformers' eager forward run it, from :mod:`lrsim.gpu.ops` (roofline primitives),
-  :mod:`lrsim.gpu.collectives` (NCCL and vLLM's custom all-reduce) and :mod:`lrsim.gpu.dtypes` (number formats);
+  :mod:`lrsim.gpu.collectives` (NCCL and vLLM's custom all-reduce) and :mod:`lrsim.gpu.dtypes` (number formats),
+  with :mod:`lrsim.gpu.moe` (mixture-of-experts layers) and :mod:`lrsim.gpu.mla` (multi-head latent attention);
   :mod:`lrsim.gpu.model` dispatches and sizes memory; :mod:`lrsim.gpu.fit` fits the efficiencies on measured
   profiles.
 

@@ -23,9 +23,11 @@ multi-head latent attention (MLA: its low-rank projections and its compressed
 KV cache), gpt-oss's attention sinks, its alternating sliding-window layers
 and its MXFP4 experts.  Their total and active parameters and KV bytes are
 exact (:attr:`ArchConfig.params`, :attr:`ArchConfig.active_params`,
-:meth:`ArchConfig.kv_bytes_per_token`), but no MoE or MLA pass is priced yet:
+:meth:`ArchConfig.kv_bytes_per_token`).  Their passes are priced on the
+serving engines (:mod:`lrsim.gpu.engine_vllm`: the fused MoE, and MLA's
+absorbed decode and expanded prefill paths); on ``hf-eager``
 :meth:`ArchConfig.check_priced` (called by :class:`lrsim.gpu.setup.Setup`)
-refuses one in one line, so a whole-device profile lists them all-null with
+refuses them in one line, so a whole-device profile lists them all-null with
 the reason.  Another ``model_type`` with expert fields, and multimodal configs,
 are refused (one line); a sliding window is read only from ``layer_types``
 (gpt-oss), so Mistral-7B-v0.1's uniform window is not modelled (full
@@ -289,17 +291,20 @@ class ArchConfig:
             return self.layers * (self.kv_lora_rank + self.qk_rope_head_dim) * dtype_bytes
         return 2 * self.layers * self.kv_dim * dtype_bytes
 
-    def check_priced(self, moe_ok: bool = False) -> None:
-        """:raises InputError: an architecture whose passes the hardware model does not price (MLA; a mixture of
-        experts unless ``moe_ok``: the serving engines' fused MoE is priced, transformers' eager one is not), in one
-        line.  :class:`lrsim.gpu.setup.Setup` calls it, so every priced pass goes through it."""
-        if (self.is_moe and not moe_ok) or self.is_mla:
-            what = "multi-head latent attention (MLA)" if self.is_mla else "mixture-of-experts"
+    def check_priced(self, fused: bool = False) -> None:
+        """:raises InputError: an architecture whose passes the hardware model does not price, in one line: a
+        mixture of experts or multi-head latent attention (MLA) unless ``fused`` (the serving engines' fused MoE
+        and MLA kernels are priced, :mod:`lrsim.gpu.engine_vllm`; transformers' eager ones are not).
+        :class:`lrsim.gpu.setup.Setup` calls it, so every priced pass goes through it."""
+        if (self.is_moe or self.is_mla) and not fused:
+            what = ("multi-head latent attention (MLA) and mixture-of-experts" if self.is_mla and self.is_moe else
+                    "multi-head latent attention (MLA)" if self.is_mla else "mixture-of-experts")
             shape = f"{self.experts} routed experts, {self.experts_per_token} per token; " if self.is_moe else ""
-            where = ("the hardware model prices standard attention only" if self.is_mla else
-                     "the serving engines' fused MoE is priced (vllm, sglang, trtllm), transformers' eager one is not")
+            kinds = "MoE and MLA are" if self.is_mla else "MoE is"
             raise InputError(f"{self.name}: {what} pricing is not modelled yet ({shape}{self.params / 1e9:.1f}B "
-                             f"parameters, {self.active_params / 1e9:.1f}B active): {where}")
+                             f"parameters, {self.active_params / 1e9:.1f}B active): the serving engines' fused "
+                             f"{kinds} priced (vllm, sglang, trtllm), transformers' eager "
+                             f"{'ones are' if self.is_mla else 'one is'} not")
 
 
 def _count(d: dict, key: str, where: str) -> int:

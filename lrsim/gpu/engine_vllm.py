@@ -21,6 +21,12 @@ MLP width divided by the TP degree ``n`` (KV heads replicated where ``n`` exceed
   all-reduces go and the MoE layer dispatches and combines its tokens instead: two all-to-alls);
 - fp8 (w8a8): ``scaled_fp8_quant`` of each GEMM's input (read bf16, write 1 byte per element); 4.
 
+An MLA layer (DeepSeek-V2/V3/R1, ``deepseek_v2.py``) runs :mod:`lrsim.gpu.mla`'s operators in place of qkv, rope,
+the cache write, attention and o: the replicated ``fused_qkv_a_proj``, the latents' norms, ``q_b_proj``, the
+absorbed path (two per-head bmm around FlashMLA over the latent cache, every GPU reading its rows' whole latent)
+for a decode or verification pass of up to 128 positions per row, the expanded one (``kv_b_proj`` and
+FlashAttention) for a prefill; 5 kernels more per layer, one more quantized linear.
+
 10 kernels per layer (12 with Qwen3's q/k norms; + 2 with TP, + 4 with w8a8), against transformers' 39.  Per
 pass: the embedding (``VocabParallelEmbedding``: a gather, and under TP a mask and an all-reduce), the final norm,
 the LM head (bf16, vocab-parallel; the logits of every fed position, as speculative verification needs; a
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import mla
 from .collectives import all_reduce, all_to_all, nccl_all_gather
 from .dtypes import BF16
 from .moe import MOE_KERNELS, distinct_experts, expert_weight_bytes, experts_per_rank
@@ -112,15 +119,19 @@ def layer_ops(s: Setup, L, b, q, prefill: bool = False, moe: bool = False, windo
     br = s.rank_rows(b)
     M, n = br * q, r.tp
     h, hq, hkv, inter = a.hidden, a.q_dim // n, r.kv_heads * a.head_dim, a.intermediate // n
-    ops = {
-        "norms": elementwise(r, 2 * M * 4 * BF16 * h, 2),  # fused residual add + RMSNorm: read 2, write 2
-        "qkv": linear(r, M, hq + 2 * hkv, h),
-        "rope": elementwise(r, M * 2 * BF16 * (hq + hkv), 1),  # in place on q and k
-        "kv_write": elementwise(r, M * hkv * 2 * (BF16 + r.kv_bytes), 1),  # reshape_and_cache_flash
-        "attention": attention(r, np.minimum(L, window) if window else L, br, q, prefill),
-        "o": linear(r, M, h, hq),
-        "all_reduce": 2 * all_reduce(r, M * h * BF16),  # after o and after the MLP (EP too: FusedMoE's reduce)
-    }
+    Lw = np.minimum(L, window) if window else L
+    ops = {"norms": elementwise(r, 2 * M * 4 * BF16 * h, 2)}  # fused residual add + RMSNorm: read 2, write 2
+    if a.is_mla:  # latent projections, absorbed or expanded attention over the replicated latent (lrsim.gpu.mla)
+        ops |= mla.attention_ops(r, Lw, br, q, prefill)
+    else:
+        ops |= {
+            "qkv": linear(r, M, hq + 2 * hkv, h),
+            "rope": elementwise(r, M * 2 * BF16 * (hq + hkv), 1),  # in place on q and k
+            "kv_write": elementwise(r, M * hkv * 2 * (BF16 + r.kv_bytes), 1),  # reshape_and_cache_flash
+            "attention": attention(r, Lw, br, q, prefill),
+            "o": linear(r, M, h, hq),
+        }
+    ops["all_reduce"] = 2 * all_reduce(r, M * h * BF16)  # after o and after the MLP (EP too: FusedMoE's reduce)
     if moe:
         ops |= moe_mlp(s, b * q, M)
     else:
@@ -163,9 +174,11 @@ def forward_ops(s: Setup, L, b, q, prefill: bool = False) -> dict:
 def kernels(s: Setup) -> int:
     """Kernels one pass runs (launched one by one only beyond the CUDA-graph capture sizes); an MoE layer's MLP
     runs :data:`lrsim.gpu.moe.MOE_KERNELS` instead of 3 (+ 3 for shared experts; + 2, dispatch and combine, under
-    DP attention, whose layers run no all-reduce)."""
+    DP attention, whose layers run no all-reduce); an MLA layer its absorbed path's
+    (:func:`lrsim.gpu.mla.extra_kernels` more, and one more quantized linear)."""
     a, tp = s.arch, s.attn_tp
-    per_layer = (LAYER_KERNELS + QK_NORM_KERNELS * a.qk_norm + 2 * (tp > 1) + 4 * s.fmt.quant_kernels)
+    quant = (4 + mla.EXTRA_QUANT_KERNELS * a.is_mla) * s.fmt.quant_kernels  # one per quantized linear
+    per_layer = LAYER_KERNELS + QK_NORM_KERNELS * a.qk_norm + mla.extra_kernels(a) + 2 * (tp > 1) + quant
     a2a = 2 * (s.dp_attention and s.tp > 1)  # dispatch and combine under DP attention
     moe_extra = a.moe_layers * (MOE_KERNELS - 3 + 3 * bool(a.shared_intermediate) + a2a)
     return a.layers * per_layer + moe_extra + PASS_KERNELS + 3 * (tp > 1)

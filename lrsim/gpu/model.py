@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from . import engine_hf, engine_vllm
+from . import engine_hf, engine_vllm, mla
 from .archs import ArchConfig
 from .dtypes import BF16, get_dtype, kv_bytes
 from .engine_hf import attention
@@ -80,10 +80,14 @@ def forward_s(s: Setup, L, b, q, timed: str = "kernel_sum", prefill: bool = Fals
     return _ops(s).wall_s(s, total, s.rank_rows(b) * q, q) if timed == "wall" else total  # one GPU's tokens
 
 
+def routed_params(arch: ArchConfig) -> int:
+    """Parameters of an MoE model's routed experts, every layer's (0 for a dense model)."""
+    return arch.moe_layers * arch.experts * arch.expert_params
+
+
 def expert_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
     """Bytes of an MoE model's routed experts, every layer's, in their format (0 for a dense model)."""
-    per_weight = expert_weight_bytes(arch, get_dtype(dtype).weight_bytes)
-    return arch.moe_layers * arch.experts * arch.expert_params * per_weight
+    return routed_params(arch) * expert_weight_bytes(arch, get_dtype(dtype).weight_bytes)
 
 
 def weight_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
@@ -91,8 +95,7 @@ def weight_bytes(arch: ArchConfig, dtype: str = "bf16") -> float:
     format where the checkpoint quantizes only them: gpt-oss's MXFP4), embeddings and LM head in bf16."""
     f = get_dtype(dtype).weight_bytes
     body = arch.params - arch.embedding_params * (2 - arch.tied) - arch.hidden  # every layer, all experts
-    experts = arch.moe_layers * arch.experts * arch.expert_params
-    return (body - experts) * f + expert_bytes(arch, dtype) + (arch.params - body) * BF16
+    return (body - routed_params(arch)) * f + expert_bytes(arch, dtype) + (arch.params - body) * BF16
 
 
 def memory_need(arch: ArchConfig, L, b, q, tp: int = 1, dtype: str = "bf16", kv_dtype: str = "auto",
@@ -102,16 +105,22 @@ def memory_need(arch: ArchConfig, L, b, q, tp: int = 1, dtype: str = "bf16", kv_
 
     Expert parallelism holds ``E / n`` whole experts per GPU: the same bytes as a ``1 / n`` slice of each, so
     ``weights / n`` too.  DP attention (with it): the routed experts / n, everything else whole on every GPU,
-    and the KV and activations of the busiest GPU's ``ceil(b / n)`` rows on all the KV heads."""
+    and the KV and activations of the busiest GPU's ``ceil(b / n)`` rows on all the KV heads.
+
+    MLA (:mod:`lrsim.gpu.mla`): the latent cache is replicated, every GPU holding its rows' whole latent (vLLM
+    counts one KV head per rank), and the replicated input projections and bf16 absorbed copies are added
+    (:func:`lrsim.gpu.mla.extra_weight_bytes`)."""
     L, b, q = (np.asarray(x, dtype=float) for x in (L, b, q))
     if dp_attention:
         ex = expert_bytes(arch, dtype)
         weights, b, tp = weight_bytes(arch, dtype) - ex + ex / tp, np.ceil(b / tp), 1
     else:
         weights = weight_bytes(arch, dtype) / tp
+    weights = weights + mla.extra_weight_bytes(arch, tp, get_dtype(dtype).weight_bytes)
     M = b * q
     acts = M * (arch.vocab * 4 + 3 * arch.intermediate * BF16 + 4 * arch.hidden * 4) / tp
-    kv_share = max(1, arch.kv_heads // tp) / arch.kv_heads  # KV heads per GPU (replicated past the KV heads)
+    # KV heads per GPU (replicated past the KV heads); MLA's latent is one "KV head" every GPU holds whole
+    kv_share = 1.0 if arch.is_mla else max(1, arch.kv_heads // tp) / arch.kv_heads
     kv = arch.kv_bytes_per_token(kv_bytes(kv_dtype)) * b * (L + q) * kv_share
     return weights + kv + acts
 

@@ -64,7 +64,7 @@ class Setup:
         get_engine(self.engine)
         get_dtype(self.dtype)
         kv_bytes(self.kv_dtype)
-        self.arch.check_priced(moe_ok=self.runtime.kernels == "fused")  # MLA, and MoE on hf-eager: one line
+        self.arch.check_priced(fused=self.runtime.kernels == "fused")  # MoE and MLA on hf-eager: one line
         if not 0.0 <= self.routing_overlap < 1.0:
             raise InputError(f"routing overlap must be in [0, 1), got {self.routing_overlap!r}")
         if self.runtime.kernels == "hf-eager" and (self.dtype not in ("bf16", "fp16")
@@ -86,8 +86,8 @@ class Setup:
 
     @property
     def attn_tp(self) -> int:
-        """The attention's TP degree: 1 under DP attention, else ``tp``."""
-        return 1 if self.dp_attention else self.tp
+        """The attention's TP degree (:func:`attention_tp`)."""
+        return attention_tp(self.tp, self.dp_attention)
 
     @property
     def layout(self) -> str:
@@ -123,6 +123,12 @@ class Setup:
     def kv_heads(self) -> int:
         """KV heads per GPU: ``kv_heads / tp``, or 1 where vLLM replicates them (``tp`` a multiple of them)."""
         return max(1, self.arch.kv_heads // self.tp)
+
+
+def attention_tp(tp: int, dp_attention: bool) -> int:
+    """The attention's TP degree over ``tp`` GPUs: 1 under DP attention (each GPU runs its own rows' attention
+    unsharded), else ``tp``.  The one rule :class:`Setup` and :class:`lrsim.gpu.synthesize.ModelSpec` share."""
+    return 1 if dp_attention else tp
 
 
 def check_tp(arch: ArchConfig, tp: int, engine: str = "hf-eager") -> None:

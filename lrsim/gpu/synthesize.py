@@ -41,7 +41,7 @@ from .fit import MODEL_VERSION, load_fit
 from .engines import DEFAULT as DEFAULT_ENGINE
 from .engines import get_engine, names as engine_names
 from .model import Setup, check_tp, forward_s, setup_memory, usable_bytes, usable_share
-from .setup import check_layout
+from .setup import attention_tp, check_layout
 
 CONTEXT = (0, 1024, 2048, 4096, 8192, 16384, 32768)
 BATCH = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
@@ -86,8 +86,8 @@ class ModelSpec:
 
     @property
     def attn_tp(self) -> int:
-        """The attention's TP degree: 1 under DP attention, else ``tp``."""
-        return 1 if self.dp_attention else self.tp
+        """The attention's TP degree: 1 under DP attention, else ``tp`` (:func:`lrsim.gpu.setup.attention_tp`)."""
+        return attention_tp(self.tp, self.dp_attention)
 
     def text(self) -> str:
         """The canonical spec string (what :func:`parse_spec` reads back)."""
