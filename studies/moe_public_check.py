@@ -39,11 +39,9 @@ def excluded(row: dict) -> str | None:
     if not vc.version_stated(str(row.get("engine_version") or "")):
         return f"engine version unstated ({row.get('engine_version')})"
     try:
-        a = load_arch(row["arch"])
+        load_arch(row["arch"])
     except InputError:
         return f"architecture {row['arch']!r}: no shipped config describes it"
-    if a.is_mla:
-        return f"{row['arch']}: multi-head latent attention is not priced yet"
     if row["prompt_tokens"] is None or row["output_tokens"] is None:
         return "no prompt/output lengths and no dataset totals"
     dev, why = vc.device_of(row | {"file": "moe"})
