@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -117,6 +118,16 @@ def _device_args(p: argparse.ArgumentParser) -> None:
                         "--max-step-tokens, --verifier random --threshold p decides acceptance")
     d.add_argument("--prompt-tokens", type=_pos_int, default=None,
                    help="--random-weights: prompt length in random token ids (default 128)")
+    d.add_argument("--cuda-graphs", action="store_true",
+                   help="static KV cache and one CUDA graph per shape bucket (rows x positions), captured on first "
+                        "use and replayed, for the target and the in-process draft on CUDA devices (a draft on the "
+                        "CPU gets the static cache alone); greedy tokens unchanged. Needs --device cuda")
+    d.add_argument("--graph-max-rows", type=_pos_int, default=None,
+                   help="--cuda-graphs: rows of the static cache, the most sequences in one pass (default: a "
+                        "verification batch per request in flight, rounded up to a power of two)")
+    d.add_argument("--graph-max-slots", type=_pos_int, default=None,
+                   help="--cuda-graphs: KV slots per row (default: 1024 prompt tokens + --max-tokens + "
+                        "(gamma + 2) steps, rounded up to a power of two)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,6 +218,35 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
         concurrency=getattr(a, "concurrency", 1))
 
 
+def graph_config(a: argparse.Namespace, config):
+    """``--cuda-graphs`` and its sizes as a :class:`lrref.backends.static_cache.StaticCacheConfig` (None without
+    it), checked before any model loads and anything is written.
+
+    :raises UsageError: sizes without ``--cuda-graphs``; ``--cuda-graphs`` off the hf backend or without CUDA.
+    """
+    from .backends.static_cache import StaticCacheConfig, default_sizes
+
+    sizes = [f for f, v in (("--graph-max-rows", a.graph_max_rows), ("--graph-max-slots", a.graph_max_slots))
+             if v is not None]
+    if not a.cuda_graphs:
+        if sizes:
+            raise UsageError(f"{sizes[0]} needs --cuda-graphs")
+        return None
+    if config.backend not in ("auto", "hf"):
+        raise UsageError(f"--cuda-graphs is for --backend hf, not {config.backend}")
+    if not config.device.startswith("cuda"):
+        raise UsageError(f"--cuda-graphs needs CUDA: it captures passes on --device cuda[:N], got --device "
+                         f"{config.device}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"--cuda-graphs needs CUDA: torch sees no CUDA device here (torch {torch.__version__})")
+    depth = max([config.gamma] + [config.auto_max_gamma] * ("auto" in config.modes))
+    rows, slots = default_sizes(config.max_tokens, config.max_step_tokens, depth, config.width, config.concurrency,
+                                (config.prompt_tokens or 128) if config.random_weights else None)
+    return StaticCacheConfig(max_rows=a.graph_max_rows or rows, max_slots=a.graph_max_slots or slots)
+
+
 def _say(line: str) -> None:
     """What the session has to say before decoding: one line on stderr."""
     print(f"lrref: {line}", file=sys.stderr, flush=True)
@@ -258,6 +298,7 @@ def cmd_generate(a) -> int:
 
     question = _question(a)
     config = session_config(a, [a.mode])
+    config = replace(config, static_cache=graph_config(a, config))
     trace = Path(a.trace or f"runs/generate-{_stamp()}-{a.mode.replace('+', '_')}.jsonl")
     with Session(config, outputs=[trace], log=_say) as s:
         g = s.generate(question, trace=trace)
@@ -300,6 +341,7 @@ def cmd_bench(a) -> int:
 
     ds, problems, modes = _bench_inputs(a)
     config = session_config(a, modes)
+    config = replace(config, static_cache=graph_config(a, config))
     out = Path(a.out or f"runs/bench-{_stamp()}")
     load0 = os.getloadavg()
     with Session(config, outputs=[out / "results.json"], log=_say) as s:

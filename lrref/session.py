@@ -72,6 +72,9 @@ class SessionConfig:
     random_weights: str | None = option("TARGET[,DRAFT] architectures built with random weights (hf backend)", None)
     prompt_tokens: int | None = option("random weights: prompt length in random token ids (default 128)", None)
     device: str = option("torch device of the target (hf backend): cpu, cuda or cuda:N", "cpu")
+    static_cache: Any = option("hf backend: a static KV cache for the target and the in-process draft, CUDA graphs "
+                               "on CUDA (lrref.backends.static_cache.StaticCacheConfig; lrref --cuda-graphs); None: "
+                               "the dynamic cache", None)
     draft_device: str | None = option("torch device of the draft (default: the target's)", None)
     dtype: str = _like("dtype")
     prefix_caching: bool = option("llama.cpp: reuse KV across requests (False: every request prefills its whole "
@@ -358,10 +361,14 @@ class Session:
         if c.random is not None:
             from .backends.hf_random import RandomBackend
 
-            return RandomBackend(**c.random.model(role), **kw)
-        from .backends.hf import HFBackend
+            be = RandomBackend(**c.random.model(role), **kw)
+        else:
+            from .backends.hf import HFBackend
 
-        return HFBackend(self.paths[role], **kw)
+            be = HFBackend(self.paths[role], **kw)
+        if c.static_cache is not None:  # CUDA graphs where the model is on CUDA; a draft on a CPU: the cache alone
+            be.set_static_cache(c.static_cache, cuda_graphs=be.device.type == "cuda")
+        return be
 
     # --- decoding -------------------------------------------------------------------------------------------
 
@@ -370,7 +377,14 @@ class Session:
         return self.config.decode_config(mode, **options)
 
     def backend_info(self, cfg: DecodeConfig) -> dict | None:
-        """The trace header's ``config.backend_info`` for one mode (llama.cpp: binding, threads, quantisation)."""
+        """The trace header's ``config.backend_info`` for one mode (llama.cpp: binding, threads, quantisation; hf
+        on a static cache: its sizes and whether CUDA graphs replay the passes)."""
+        if self.backend == "hf" and self.config.static_cache is not None:
+            from dataclasses import asdict
+
+            st = self.target.static
+            return {"static_cache": asdict(st.cfg) if st is not None else None,
+                    "cuda_graphs": bool(st is not None and st.cfg.cuda_graphs)}
         if self.backend != "llamacpp":
             return None
         from .backends.llamacpp import header_info

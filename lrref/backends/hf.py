@@ -16,6 +16,10 @@ plus its valid-slot indices) is kept in a small LRU pool keyed by the token
 ids it covers.  A new row takes the entry with the longest common prefix and
 only prefills the rest: the target calls of an LR cycle share the committed
 prefix, and each cycle extends the previous one.
+
+Static cache.  With ``static_cache`` (or ``cuda_graphs``) an engine keeps the
+same layout in KV tensors allocated once and runs each pass at a bucketed
+shape, captured as a CUDA graph on CUDA (:mod:`lrref.backends.cuda_graphs`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,6 +42,7 @@ from .base import BackendStats, Clock, Sampling, StepOut, StepRequest, chat_mess
 from .engine_row import StepRow  # noqa: E402
 from .ngram import NgramConfig  # noqa: E402
 from .passes import PassLog  # noqa: E402
+from .static_cache import StaticCacheConfig
 from .steps import SEPARATOR, StepSplitter  # noqa: E402
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each [B, H, S, D]
@@ -148,6 +153,21 @@ class PrefixPool:
         if best is not None:
             self._d.move_to_end(best_key)
         return best, best_n
+
+
+def chunk_inputs(chunks: Sequence[Sequence[int]], valid_before: Sequence[int], pad_id: int
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One pass's inputs on the CPU: token ids ``[B, W]`` (``pad_id`` after a row's chunk), which of them are real
+    (bool ``[B, W]``) and their position ids (``valid_before[i] + j``, padding included)."""
+    B, W = len(chunks), max(len(c) for c in chunks)
+    inp = torch.full((B, W), pad_id, dtype=torch.long)
+    cmask = torch.zeros((B, W), dtype=torch.bool)
+    pos = torch.zeros((B, W), dtype=torch.long)
+    for i, c in enumerate(chunks):
+        inp[i, :len(c)] = torch.tensor(c)
+        cmask[i, :len(c)] = True
+        pos[i] = valid_before[i] + torch.arange(W)
+    return inp, cmask, pos
 
 
 # --- the batch engine -----------------------------------------------------------------------------
@@ -276,11 +296,14 @@ class HFEngine:
                 keep.append(i)
         self.mask = torch.cat([self.mask, new_valid], 1)
         for i in [i for i in range(B) if i not in keep]:
-            r = self.rows[i]
-            self.be.pool.add(_Entry(np.asarray(r.cached_ids, dtype=np.int64), self.kv, i,
-                                    self.mask[i].nonzero().squeeze(1)))
+            self.be.pool.add(self._entry(i))
         self._select(keep)
         return finished
+
+    def _entry(self, i: int) -> _Entry:
+        """Row ``i``'s KV for the prefix cache (a reference to the batch's layer tensors, not a copy)."""
+        return _Entry(np.asarray(self.rows[i].cached_ids, dtype=np.int64), self.kv, i,
+                      self.mask[i].nonzero().squeeze(1))
 
     def _forward(self, chunks: list[list[int]], props: list[list[int]]) -> tuple[torch.Tensor, int]:
         """Feed every row's chunk (pending tokens + proposals) in one pass; grow the cache.
@@ -290,18 +313,11 @@ class HFEngine:
         """
         be = self.be
         B, W = len(chunks), max(len(c) for c in chunks)
-        inp = torch.full((B, W), be.pad_id, dtype=torch.long)
-        cmask = torch.zeros((B, W), dtype=torch.bool)
-        pos = torch.zeros((B, W), dtype=torch.long)
         valid_before = self.mask.sum(1).tolist() if self.mask.numel() else [0] * B
-        for i, c in enumerate(chunks):
-            inp[i, :len(c)] = torch.tensor(c)
-            cmask[i, :len(c)] = True
-            pos[i] = valid_before[i] + torch.arange(W)
+        inp, cmask, pos = chunk_inputs(chunks, valid_before, be.pad_id)
         inp, cmask, pos = inp.to(self.dev), cmask.to(self.dev), pos.to(self.dev)
-        attn = torch.cat([self.mask, cmask], 1).long()
         t0 = time.perf_counter()
-        hidden, self.kv = be.forward_hidden(inp, attn, pos, self.kv)
+        hidden = self._run(inp, cmask, pos)  # [>= B, >= W, hidden]: rows and positions past B, W are padding
         sel = [(i, len(r.pending) - 1 + j) for i, r in enumerate(self.rows) for j in range(len(props[i]) + 1)]
         hs = hidden[torch.tensor([a for a, _ in sel], device=self.dev), torch.tensor([b for _, b in sel],
                                                                                       device=self.dev)]
@@ -313,6 +329,13 @@ class HFEngine:
             be.pass_log(t0, seconds, [len(c) for c in chunks], valid_before, len(sel), torch.get_num_threads(),
                         [r.request for r in self.rows])
         return logits, W
+
+    def _run(self, inp: torch.Tensor, cmask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """The model over the chunk ``inp [B, W]`` after the cache (transformers' dynamic cache, grown by W slots);
+        the last hidden states ``[B, W, hidden]``."""
+        attn = torch.cat([self.mask, cmask], 1).long()  # [B, S + W]: 1 = a real token of the row
+        hidden, self.kv = self.be.forward_hidden(inp, attn, pos, self.kv)
+        return hidden
 
     def _advance(self, r: _Row, lg: torch.Tensor, prop: list[int], batch: int) -> int:
         """Accept the row's proposals and next token, feed its step splitter; returns its new valid slots."""
@@ -371,13 +394,19 @@ class HFBackend:
     :param prefix_cache: reuse KV of earlier rows for shared prefixes.
     :param pool_size: rows kept in the prefix cache.
     :param device: torch device of the weights and the KV cache ("cpu", "cuda", "cuda:N"); sampling runs on the CPU.
+    :param static_cache: engine passes on a preallocated KV cache at bucketed shapes
+        (:class:`~lrref.backends.static_cache.StaticCacheConfig`, or True for its defaults; None: transformers'
+        dynamic cache); see :meth:`set_static_cache`.
+    :param cuda_graphs: the static cache (``static_cache``'s sizes, or the defaults) with each bucket's forward
+        captured as a CUDA graph (a CUDA ``device`` only).
     """
 
     separator: str | None = SEPARATOR  #: what ends a step besides EOS and the cap (None: only those)
     pass_log: PassLog | None = None  #: where every model forward is reported (:mod:`lrref.backends.passes`)
 
     def __init__(self, path: str | os.PathLike, dtype: str = "auto", threads: int | None = None,
-                 prefix_cache: bool = True, pool_size: int = 8, name: str | None = None, device: str = "cpu"):
+                 prefix_cache: bool = True, pool_size: int = 8, name: str | None = None, device: str = "cpu",
+                 static_cache: StaticCacheConfig | bool | None = None, cuda_graphs: bool = False):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if threads:
@@ -391,6 +420,7 @@ class HFBackend:
         self._setup(model.to(self.device).eval(), prefix_cache, pool_size)
         self.eos_ids = self._eos_ids()
         self.pad_id = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.eos_ids[0]
+        self.set_static_cache(static_cache, cuda_graphs)
 
     def _setup(self, model, prefix_cache: bool, pool_size: int) -> None:
         """The loaded model, the prefix cache and the counters."""
@@ -400,6 +430,23 @@ class HFBackend:
         self.stats = BackendStats()
         self._base = self.model.base_model
         self._head = self.model.get_output_embeddings()
+        self.static = None  # the static cache (lrref.backends.cuda_graphs.StaticKV), None: the dynamic cache
+
+    def set_static_cache(self, cfg: StaticCacheConfig | bool | None, cuda_graphs: bool = False) -> None:
+        """From the next engine on, run passes on a static KV cache (``cfg``; True: the default sizes) at bucketed
+        shapes; ``cuda_graphs``: capture each bucket as a CUDA graph.  None (or False) and no ``cuda_graphs``:
+        transformers' dynamic cache.  Greedy tokens are the dynamic cache's; ``static.stats`` counts buckets and
+        graphs.
+
+        :raises lrsim.errors.InputError: CUDA graphs off a CUDA device, an attention without 4D masks.
+        """
+        if not cfg and not cuda_graphs:
+            self.static = None
+            return
+        from .cuda_graphs import StaticKV
+
+        cfg = cfg if isinstance(cfg, StaticCacheConfig) else StaticCacheConfig()
+        self.static = StaticKV(self, replace(cfg, cuda_graphs=cfg.cuda_graphs or cuda_graphs))
 
     def synchronize(self) -> None:
         """Wait for the device's queued work (a no-op on the CPU), before a clock is read."""
@@ -477,6 +524,8 @@ class HFBackend:
 
     def engine(self, sampling: Sampling, ngram: NgramConfig, clock: Clock | None = None) -> HFEngine:
         """A running batch (continuous batching, the prefix cache shared with :meth:`generate_steps`)."""
+        if self.static is not None:
+            return self.static.engine(sampling, ngram, clock or time.perf_counter)
         return HFEngine(self, sampling, ngram, clock or time.perf_counter)
 
     def generate_steps(self, reqs: Sequence[StepRequest], sampling: Sampling, ngram: NgramConfig = NgramConfig(),

@@ -44,13 +44,14 @@ class RandomBackend(HFBackend):
     :param arch: the architecture (an :class:`lrref.archs.Arch` or its fields as a dict, from another process).
     :param token_limit: token ids below it are generated and prompted (default: the vocabulary).
     :param prompt_tokens: length of :meth:`encode_chat`'s random prompts.
+    :param static_cache: see :class:`~lrref.backends.hf.HFBackend` (and ``cuda_graphs``).
     """
 
     separator = None  # random text has no "\n\n": steps end at the cap
 
     def __init__(self, arch: Arch | dict, seed: int = 0, token_limit: int | None = None, prompt_tokens: int = 128,
                  dtype: str = "auto", threads: int | None = None, prefix_cache: bool = True, pool_size: int = 8,
-                 device: str = "cpu"):
+                 device: str = "cpu", static_cache=None, cuda_graphs: bool = False):
         arch = Arch(**arch) if isinstance(arch, dict) else arch
         if threads:
             torch.set_num_threads(threads)
@@ -61,6 +62,7 @@ class RandomBackend(HFBackend):
         vocab = int(arch.config["vocab_size"])
         self.token_limit, self.prompt_tokens = min(token_limit or vocab, vocab), prompt_tokens
         self.eos_ids, self.pad_id = (), 0
+        self.set_static_cache(static_cache, cuda_graphs)
 
     def decode(self, ids: Sequence[int]) -> str:
         return PLACEHOLDER * len(ids)
