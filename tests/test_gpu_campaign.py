@@ -155,8 +155,25 @@ def test_the_gpu_plan_states_the_paper_pairs_traces_first_within_four_minutes(tm
     assert [p for p, _ in plan[:4]] == ["env", "traces-qwen2.5-32b", "trace-points", "compare-traces"], r.stdout
     stated = dict(plan)
     assert stated["traces-qwen2.5-32b"] <= 4.0 and stated["trace-points"] <= 1.1, r.stdout
-    assert "qwen2.5-32b,qwen2.5-1.5b: ar, lr-sync, lr-async, p = 0.5, 2 x 192 tokens" in r.stdout
+    assert "qwen2.5-32b,qwen2.5-1.5b: ar, lr-sync, lr-async, p = 0.5, 6 x 192 tokens" in r.stdout  # >= 6 requests
     assert [p for p, _ in plan].index("traces-qwen3-32b") > [p for p, _ in plan].index("profile-qwen2.5-32b")
+
+
+def test_the_traces_run_on_cuda_graphs_on_a_gpu_only(tmp_path, monkeypatch):
+    """Issue 42: the campaign's traces decode with --cuda-graphs on CUDA (priced on the model's kernel sums), not in
+    the CPU smoke test; a trace's header says which."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_campaign", ROOT / "studies" / "gpu_campaign.py")
+    gc = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_campaign", gc)
+    spec.loader.exec_module(gc)
+    gpu, cpu = gc.Campaign("cuda", False, tmp_path, tmp_path), gc.Campaign("cpu", True, tmp_path, tmp_path)
+    assert "--cuda-graphs" in gc.trace_command(gpu, "qwen2.5-32b", "qwen2.5-1.5b")
+    assert "--cuda-graphs" not in gc.trace_command(cpu, "tiny", "tiny")
+    assert gc.modelled_profile(gpu, graphs=True).endswith(":hf-eager:kernel")
+    header = lambda info: type("T", (), {"header": type("H", (), {"config": {"backend_info": info}})})()  # noqa: E731
+    assert gc.on_graphs([header({"cuda_graphs": True})]) and not gc.on_graphs([header(None)])
 
 
 def test_a_subprocess_part_stops_at_the_budget_with_its_children(tmp_path, monkeypatch):
