@@ -38,8 +38,9 @@ Bench states no vLLM version: its rows are priced as V0 (published 2024-10, befo
 first token, then ``O - 1`` decode steps at a growing context); ``e2e_tok_s`` and ``tok_s_per_user`` ``O /
 e2e_latency_s``; ``output_throughput_tok_s`` ``b O / e2e_latency_s``; ``tpot_ms`` and ``itl_ms`` the mean decode step.
 ``step`` and ``prefill`` are the model's ``wall`` times (an engine step: ``t_step + max(kernels, launches)``).  int8
-w8a8 checkpoints are priced as 8-bit weights (their activation quantization is not modelled); every format's
-efficiencies are the bf16 fit's (an assumption).
+w8a8 checkpoints are priced as 8-bit weights (their activation quantization is not modelled); each format's GEMMs run
+at its kernel's published efficiency curve relative to the bf16 fit (``lrsim/data/gpus/kernels.json``: Marlin for
+int4/int8, CUTLASS for FP8 W8A8, block FP8 for Qwen's own ``Qwen3-*-FP8`` checkpoints, whose cards state 128-blocks).
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ FIGURES = ROOT / "figures"
 OUT_JSON = FIGURES / "vllm_public_check.json"
 CLIENT_IDS = ("lr-readme-qwen3-32b-h200-tp2-ar",)  #: the official LR code's client overhead is fitted on it
 DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "int4": "int4"}
+# Qwen's own FP8 checkpoints (Qwen/Qwen3-*-FP8) are block-scaled: their model cards state "fine-grained fp8
+# quantization with block size of 128"; priced as fp8-block (lrsim/data/gpus/kernels.json), whatever the row's error
+BLOCK_FP8 = ("Qwen/Qwen3-",)
 METRICS = ("e2e_latency_s", "e2e_tok_s", "tok_s_per_user", "output_throughput_tok_s", "tpot_ms", "itl_ms")
 TARGET_MEAN, TARGET_WORST = 0.10, 0.20
 LR_REGIME = 0.05  #: issue 40: mean |error| on decode-dominated bf16/fp8 rows of contexts up to 16K, batch 1-8
@@ -185,10 +189,17 @@ def lengths(row: dict) -> tuple[int, int]:
     raise InputError(f"{row['id']}: no prompt/output lengths")
 
 
+def dtype_of(row: dict) -> str:
+    """The weight format the model prices a row in: its dtype, block FP8 for Qwen's own FP8 checkpoints."""
+    if row["dtype"] == "fp8" and row["model"].startswith(BLOCK_FP8) and row["model"].endswith("-FP8"):
+        return "fp8-block"
+    return DTYPES[row["dtype"]]
+
+
 def predict(row: dict) -> dict:
     """The model's value of the row's metric, and the parts it is made of."""
     dev, _ = device_of(row)
-    spec = parse_spec(f"{dev}:tp{row['tp']}:{DTYPES[row['dtype']]}:{engine_of(row).name}"
+    spec = parse_spec(f"{dev}:tp{row['tp']}:{dtype_of(row)}:{engine_of(row).name}"
                       + (":kv-fp8" if row.get("kv_dtype") == "fp8" else ""))
     s = spec.setup(load_arch(row["arch"]))
     check_fits(s)

@@ -4,7 +4,9 @@ roofline plus fixed costs::
     t(op) = max(FLOPs / (e_f F), bytes / (e_b B)) + kernels x t_k
 
 ``F`` the GEMM's tensor-core peak (bf16, or FP8 for w8a8), ``B`` the memory bandwidth, ``e_f``, ``e_b`` and
-``t_k`` fitted (:class:`~lrsim.gpu.setup.Efficiencies`).  Both engines build their layers from these.
+``t_k`` fitted (:class:`~lrsim.gpu.setup.Efficiencies`, on cuBLAS bf16 GEMMs).  A GEMM in a quantized format runs
+its own kernel: ``e_b`` and ``e_f`` are scaled by that kernel's published efficiency ratios, by its rows ``M``
+(:mod:`lrsim.gpu.kernels`).  Both engines build their layers from these.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import BF16, DTYPES, Dtype
+from .kernels import curve_for
 from .setup import Setup
 
 
@@ -26,7 +29,9 @@ def elementwise(s: Setup, nbytes, kernels: int):
 
 
 def gemm(s: Setup, M, N: int, K: int, kernels: int = 1, fmt: Dtype | None = None):
-    """``[M x K] @ [K x N]``: ``max(2MNK / (e_f F), bytes / (e_b B)) + k t_k``.
+    """``[M x K] @ [K x N]``: ``max(2MNK / (e_f r_f F), bytes / (e_b r_b B)) + k t_k``.
+
+    ``r_b``, ``r_f``: the format's kernel curve at ``M`` rows on this device (:mod:`lrsim.gpu.kernels`; 1 for bf16).
 
     Bytes: the weights once (``N K`` x the format's bytes per weight), the inputs (``M K`` x its activation bytes)
     and the bf16 outputs (``M N x 2``); a cuBLAS GEMM adds its skinny-GEMM split-K partials, ``N min(M, r_s) s_b``.
@@ -38,7 +43,8 @@ def gemm(s: Setup, M, N: int, K: int, kernels: int = 1, fmt: Dtype | None = None
     if f.cublas:
         nbytes = nbytes + N * np.minimum(M, s.eff.splitk_rows) * s.eff.splitk_bytes  # skinny GEMMs' partial sums
     peak = s.device.fp8_flops if f.fp8_peak else s.device.flops
-    return np.maximum(flops / (s.eff.flops * peak), mem_s(s, nbytes)) + kernels * s.kernel_s
+    r_b, r_f = curve_for(f.kernel_curve).ratios(M, s.device.hbm_tb_s)
+    return np.maximum(flops / (s.eff.flops * r_f * peak), mem_s(s, nbytes) / r_b) + kernels * s.kernel_s
 
 
 def linear(s: Setup, M, N: int, K: int):
