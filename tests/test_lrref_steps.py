@@ -109,7 +109,7 @@ def test_ngram_config_validation():
 
 def test_greedy_acceptance_rule():
     torch = pytest.importorskip("torch")
-    from lrref.backends.hf import accept_greedy
+    from lrref.backends.hf_engine import accept_greedy
 
     lg = torch.tensor([[0, 5.0, 0], [0, 0, 5.0], [5.0, 0, 0]])  # argmax 1, 2, 0
     assert accept_greedy(lg, [1, 2]) == [1, 2, 0]  # all accepted + bonus
@@ -122,7 +122,7 @@ def test_speculative_sampling_with_a_point_mass_draft_is_exact():
     torch = pytest.importorskip("torch")
     from scipy import stats
 
-    from lrref.backends.hf import accept_sampled
+    from lrref.backends.hf_engine import accept_sampled
 
     p = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.25, 0.25, 0.25, 0.25]])
     g = torch.Generator().manual_seed(1)
@@ -138,7 +138,7 @@ def test_speculative_sampling_with_a_point_mass_draft_is_exact():
 def test_top_p_top_k_filtering():
     torch = pytest.importorskip("torch")
     from lrref.backends.base import Sampling
-    from lrref.backends.hf import probs_from_logits
+    from lrref.backends.hf_engine import probs_from_logits
 
     lg = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     p = probs_from_logits(lg, Sampling(1.0, top_p=0.7))

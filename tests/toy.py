@@ -69,7 +69,7 @@ class ToyBackend:
 
 class ToyEngine:
     """A running batch of the toy model: one token per row per :meth:`step`; a step's ``batch`` is the mean
-    number of rows in its passes (rounded), as in :class:`lrref.backends.hf.HFEngine`."""
+    number of rows in its passes (rounded), as in :class:`lrref.backends.hf_engine.HFEngine`."""
 
     def __init__(self, be, sampling, clock):
         self.be, self.sampling, self.clock, self.rows, self.n = be, sampling, clock, {}, 0

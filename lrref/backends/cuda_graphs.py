@@ -5,7 +5,7 @@
 hold every layer's keys and values, ``[max_rows, H, max_slots, D]``, allocated
 once; an engine leases one while it has rows (a second engine with rows at the
 same time gets a second arena).  :class:`StaticEngine` is
-:class:`lrref.backends.hf.HFEngine` with the same row and slot layout (a slot
+:class:`lrref.backends.hf_engine.HFEngine` with the same row and slot layout (a slot
 mask with holes, explicit position ids), its KV in the arena instead of
 transformers' dynamic cache:
 
@@ -41,7 +41,7 @@ from transformers.cache_utils import Cache
 
 from lrsim.errors import InputError
 
-from .hf import HFEngine, _Entry
+from .hf_engine import HFEngine, _Entry
 from .static_cache import Bucket, StaticCacheConfig, pow2
 
 MASKS = {"sdpa": "bool", "eager": "additive"}  #: attention implementations that take a 4D mask, and its kind
@@ -249,7 +249,8 @@ class StaticKV:
 
 
 class StaticEngine(HFEngine):
-    """:class:`lrref.backends.hf.HFEngine` with its KV in a leased :class:`Arena` and passes at bucketed shapes."""
+    """:class:`lrref.backends.hf_engine.HFEngine` with its KV in a leased :class:`Arena` and passes at bucketed
+    shapes."""
 
     def __init__(self, be, sampling, ngram, clock, static: StaticKV):
         super().__init__(be, sampling, ngram, clock)

@@ -47,7 +47,7 @@ def accept_greedy(best: Sequence[int], proposal: Sequence[int]) -> list[int]:
 
 
 def accept_sampled(probs: np.ndarray, proposal: Sequence[int], rng: np.random.Generator) -> list[int]:
-    """Speculative sampling with a point-mass draft (see :func:`lrref.backends.hf.accept_sampled`)."""
+    """Speculative sampling with a point-mass draft (see :func:`lrref.backends.hf_engine.accept_sampled`)."""
     out = []
     for j, d in enumerate(proposal):
         p = probs[j]
