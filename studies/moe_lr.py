@@ -1,5 +1,6 @@
-"""Does LR pay on MoE?  The batch cost of MoE targets against a dense one, and the planned speedup (issue 41, item 5,
-a first cut: one request at a time; serving under load and the adaptive policy are not in it yet).
+"""Does LR pay on MoE?  The batch cost of MoE targets against a dense one, and the planned speedup (issue 41, item 5:
+one request at a time; under load and what ``--mode auto`` chooses: ``studies/moe_load.py``, which reads this
+study's ``figures/moe_lr.json``).
 
     python studies/moe_lr.py [--engine vllm] [--out figures]
 
