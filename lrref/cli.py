@@ -48,16 +48,18 @@ def _float(s: str) -> float:
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
-    from .config import BACKENDS, MODE_HELP
-    from .host.cpu import DTYPE_HELP, DTYPES
+    from .config import DEFAULT_AUTO_MODES, MODE_HELP
     from .host.load import REQUIRE_IDLE_HELP
-    from .verify.verifiers import THRESHOLD_HELP, VERIFIERS
 
     g = p.add_argument_group("decoding")
     g.add_argument("--gamma", type=_pos_int, default=None,
                    help="lookahead depth (draft steps per cycle / ahead; default 4; auto chooses its own)")
     g.add_argument("--auto-max-gamma", type=_pos_int, default=4,
                    help="--mode auto: the deepest lr-sync it may choose (gamma 1..this, at most 8)")
+    g.add_argument("--auto-modes", default=",".join(DEFAULT_AUTO_MODES),
+                   help="--mode auto: the modes it chooses among, comma-separated, of ar, sd, lr-sync (with and "
+                        "without +sd) and lr-async (gamma 2..--auto-max-gamma, one stage at a time; starts the draft "
+                        "process, on --async-threads); default %(default)s")
     g.add_argument("--width", type=_pos_int, default=1, help="W distinct draft candidates per position (lr-sync)")
     g.add_argument("--ngram", type=_pos_int, default=None,
                    help="n-gram tokens per target pass (0 = off; +sd modes: 4; auto chooses 0 or 4)")
@@ -81,6 +83,16 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                         "every mode (vLLM's enable_prefix_caching=False); the default reuses a shared system prompt "
                         "and, in bench, the prompt an earlier mode of the same problem fed (timings compare best "
                         "without it)")
+    _model_args(p)
+    _device_args(p)
+    p.set_defaults(mode_help=MODE_HELP)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    from .config import BACKENDS
+    from .host.cpu import DTYPE_HELP, DTYPES
+    from .verify.verifiers import THRESHOLD_HELP, VERIFIERS
+
     m = p.add_argument_group("models and verifier")
     m.add_argument("--target", default=None, help="target model: registry name or HF model dir")
     m.add_argument("--draft", default=None, help="draft model: registry name or HF model dir")
@@ -103,8 +115,6 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
                         "hf (transformers), vllm, or llamacpp: the GGUF files through llama.cpp "
                         "(`lrref models prepare --format gguf` is enough for it)")
     m.add_argument("--cache-dir", default=None, help="model cache (default $LRREF_CACHE or ~/.cache/lrref)")
-    _device_args(p)
-    p.set_defaults(mode_help=MODE_HELP)
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
@@ -210,7 +220,8 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
         cache_dir=a.cache_dir, verifier=a.verifier, threshold=a.threshold, exact_strict=a.exact_strict,
         random_weights=a.random_weights, prompt_tokens=a.prompt_tokens, device=a.device, draft_device=a.draft_device,
         dtype=a.dtype, prefix_caching=not a.no_prefix_caching, require_idle=a.require_idle, modes=tuple(modes),
-        gamma=4 if a.gamma is None else a.gamma, auto_max_gamma=a.auto_max_gamma, width=a.width,
+        gamma=4 if a.gamma is None else a.gamma, auto_max_gamma=a.auto_max_gamma,
+        auto_modes=tuple(m.strip() for m in a.auto_modes.split(",")), width=a.width,
         ngram=a.ngram or 0, ngram_max=a.ngram_max, ngram_min=a.ngram_min,
         max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens, temperature=a.temperature, top_p=a.top_p,
         top_k=a.top_k, draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,

@@ -23,11 +23,16 @@ DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \
 BENCH_MODES = ("ar", "sd", "lr-sync", "lr-async", "lr+sd")  # lrref bench's default
 BACKENDS = ("auto", "hf", "vllm", "llamacpp")  # --backend, SessionConfig.backend
 MODE_HELP = ("ar, sd (= ar + n-gram), lr-sync, lr-async; append '+sd' for n-gram inside steps; 'lr+sd' = "
-             "lr-async+sd; auto: the decoder chooses among ar, sd and lr-sync(+sd) and gamma at every step boundary")
+             "lr-async+sd; auto: the decoder chooses among ar, sd and lr-sync(+sd) and gamma at every step boundary "
+             "(--auto-modes: lr-async too)")
 DRAFT_IN_PROCESS = tuple(n for n, m in REGISTRY.items() if m.draft_runs == "main")  #: draft in the main process
 DRAFT_MODES = tuple(n for n, m in REGISTRY.items() if m.draft)  #: need a draft and a verifier (auto may choose LR)
 DEFAULT_NGRAM = 4  # n-gram tokens per pass of the '+sd' modes
 MAX_AUTO_GAMMA = 8  # auto_max_gamma's bound
+AUTO_MODES = ("ar", "sd", "lr-sync", "lr-async")  #: what auto may choose among (auto_modes)
+DEFAULT_AUTO_MODES = ("ar", "sd", "lr-sync")  #: auto_modes' default: lr-async (a draft process) is asked for
+AUTO_MODES_HELP = ("auto: the modes it chooses among, of ar, sd, lr-sync (with and without '+sd') and lr-async "
+                   "(gamma 2..auto_max_gamma, stage by stage; starts the draft process); default ar,sd,lr-sync")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -95,10 +100,12 @@ class DecodeConfig:
     auto_max_gamma: int = option("auto: the deepest lr-sync configuration it may choose (gamma 1..this)", 4)
     draft_device: str | None = option("torch device of the draft, in or out of process (default: the target's)",
                                       None)
+    auto_modes: tuple[str, ...] = option(AUTO_MODES_HELP, DEFAULT_AUTO_MODES)
 
     def __post_init__(self) -> None:
         """:raises InputError: a value out of range or settings that do not go together."""
         base = parse_mode(self.mode)[0]
+        self._check_auto_modes()
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         for name, lo in (("gamma", 1), ("width", 1), ("max_step_tokens", 1), ("max_tokens", 1), ("concurrency", 1)):
@@ -122,10 +129,23 @@ class DecodeConfig:
         Sampling(self.temperature, self.top_p, self.top_k)
         NgramConfig(self.ngram_k, self.ngram_max, self.ngram_min)
 
+    def _check_auto_modes(self) -> None:
+        """``auto_modes`` as a tuple (a comma-separated string is split) of distinct :data:`AUTO_MODES`."""
+        given = self.auto_modes
+        modes = tuple(m.strip() for m in given.split(",")) if isinstance(given, str) else tuple(given)
+        object.__setattr__(self, "auto_modes", modes)
+        bad = [m for m in modes if m not in AUTO_MODES]
+        if bad or not modes or len(set(modes)) != len(modes):
+            why = f"{bad[0]!r} is not one of" if bad else "list distinct modes of"
+            raise InputError(f"auto_modes: {why} {', '.join(AUTO_MODES)}, got {','.join(modes)!r}")
+
     def _check_auto(self) -> None:
         """auto chooses gamma and n-gram itself, one request at a time, width 1."""
         if not 1 <= self.auto_max_gamma <= MAX_AUTO_GAMMA:
             raise InputError(f"auto_max_gamma must be in 1..{MAX_AUTO_GAMMA}, got {self.auto_max_gamma}")
+        if "lr-async" in self.auto_modes and self.auto_max_gamma < 2:
+            raise InputError("auto_max_gamma must be >= 2 with lr-async among auto's modes (its gamma starts at 2: "
+                             "gamma 1 runs no draft ahead of the target)")
         if self.width != 1:
             raise InputError("mode auto runs width 1 (it chooses among ar, sd and lr-sync with one draft per step)")
         if self.concurrency != 1:
@@ -147,8 +167,14 @@ class DecodeConfig:
 
     @property
     def draft_in_process(self) -> bool:
-        """The draft model runs in the main process (lr-sync, auto)."""
-        return self.base in DRAFT_IN_PROCESS
+        """The draft model runs in the main process (lr-sync; auto with lr-sync among its modes)."""
+        return self.base in DRAFT_IN_PROCESS and (self.base != AUTO or "lr-sync" in self.auto_modes)
+
+    @property
+    def draft_process(self) -> bool:
+        """The draft runs in a process of its own (:mod:`lrref.decode.draft_worker`): lr-async; auto with lr-async
+        among its modes."""
+        return self.spec.draft_runs == "own" or (self.base == AUTO and "lr-async" in self.auto_modes)
 
     @property
     def ngram_k(self) -> int:

@@ -34,9 +34,9 @@ from .config import AUTO, BACKENDS, DRAFT_MODES, DecodeConfig, parse_mode
 
 #: SessionConfig fields that are decoding defaults: :meth:`Session.generate` and :meth:`Session.bench` take them
 #: as keywords for one call (the rest say which models load, and how)
-DECODE_OPTIONS = ("gamma", "auto_max_gamma", "width", "ngram", "ngram_max", "ngram_min", "max_step_tokens", "max_tokens",
-                  "temperature", "top_p", "top_k", "draft_temperature", "seed", "system", "threads",
-                  "target_threads", "draft_threads", "log_text", "concurrency")
+DECODE_OPTIONS = ("gamma", "auto_max_gamma", "auto_modes", "width", "ngram", "ngram_max", "ngram_min",
+                  "max_step_tokens", "max_tokens", "temperature", "top_p", "top_k", "draft_temperature", "seed",
+                  "system", "threads", "target_threads", "draft_threads", "log_text", "concurrency")
 _DECODE_FIELDS = {f.name: f for f in fields(DecodeConfig)}
 NO_PREFIX_CACHING = "--no-prefix-caching applies to the llama.cpp backend (--backend llamacpp) only"
 
@@ -83,6 +83,7 @@ class SessionConfig:
     modes: tuple[str, ...] = option("the modes this session decodes (the first is generate's default)", ("lr-sync",))
     gamma: int = _like("gamma")
     auto_max_gamma: int = _like("auto_max_gamma")
+    auto_modes: tuple[str, ...] = _like("auto_modes")
     width: int = _like("width")
     ngram: int = _like("ngram")
     ngram_max: int = _like("ngram_max")

@@ -1,25 +1,35 @@
-"""``--mode auto``: the decoder chooses ar, sd or lr-sync(+sd) and its depth at every step boundary (issue 34).
+"""``--mode auto``: the decoder chooses ar, sd, lr-sync(+sd) or lr-async and its depth at every step boundary
+(issue 34; lr-async: issue 42).
 
-One request at a time, in the main process (lr-sync's draft beside the target).  Before each cycle (one ar/sd
-step, or one lr-sync cycle) the request's :class:`lrsim.adaptive.Policy` chooses a configuration
-(:class:`lrsim.adaptive.Arm`: ``ar``; ``sd`` with ``k2 = ngram + 1``; ``lr-sync`` with ``k1 = gamma + 1``,
-``gamma`` in ``1..auto_max_gamma``, with or without n-gram inside its steps).  The cycle runs it
+One request at a time.  Before each cycle (one ar/sd step, one lr-sync cycle, or one lr-async *stage*: the
+pipeline from the request's prefix to its first rejection, where no target row runs and no draft is kept, so the
+next cycle may run anything) the request's :class:`lrsim.adaptive.Policy` chooses a configuration among those of
+``cfg.auto_modes`` (:func:`candidates`; :class:`lrsim.adaptive.Arm`: ``ar``; ``sd`` with ``k2 = ngram + 1``;
+``lr-sync`` with ``k1 = gamma + 1``, ``gamma`` in ``1..auto_max_gamma``, with or without n-gram inside its steps;
+``lr-async`` with ``k1 = gamma`` in ``2..auto_max_gamma``, without n-gram: its draft process drafts without).
+lr-sync's draft runs in the main process beside the target, on ``threads``; lr-async's in the draft process the
+decoder starts when lr-async is among the modes (and only then), on ``draft_threads``, while the stage's target
+runs on ``target_threads`` (:func:`lrref.decode.cycles.request_steps` sets the target's threads where a cycle's
+layout changes).  The cycle runs it
 (:func:`lrref.decode.cycles.request_steps` with the tuner as its hook: :meth:`Tuner.begin` sets the arm's
 :class:`~lrref.config.DecodeConfig`, :func:`arm_config`) and the policy observes what the cycle showed
 (:meth:`Tuner.end`):
 
-- step acceptance: lr-sync's verified drafts, accepted and rejected (token-identical drafts count as accepted);
+- step acceptance: lr-sync's and lr-async's verified drafts, accepted and rejected (token-identical drafts count
+  as accepted);
 - token acceptance: the n-gram tokens the target's passes proposed and kept;
 - step lengths: the committed steps' tokens;
 - speed (issue 42): the tokens the cycle kept and its seconds on the decoder's clock (from :meth:`Tuner.begin`'s
   end to :meth:`Tuner.end`: the cycle's drafting, target passes, verifier calls and the host's own work between
-  them), to :meth:`lrsim.adaptive.Policy.observe_time`, which learns each mode family's realized time per kept
-  token over the one its closed form predicted at the costs measured so far
-  (:class:`lrsim.adaptive.policy.SpeedModel`).  A request's first cycle prefills its prompt, a cost every
-  configuration pays and no closed form has: its speed is not observed.
+  them; an lr-async stage's wall time, its drafting overlapped), to :meth:`lrsim.adaptive.Policy.observe_time`,
+  which learns each mode family's realized time per kept token over the one its closed form predicted at the costs
+  measured so far (:class:`lrsim.adaptive.policy.SpeedModel`).  A request's first cycle prefills its prompt, a cost
+  every configuration pays and no closed form has: its speed is not observed.
 
 The costs are the machine's as measured so far in this decoder (:class:`Meter`, fed every forward pass of the
-target and the draft and every verifier call):
+target and the draft, the draft process's too, and every verifier call; the target's passes in lr-async stages
+stay out, :attr:`Meter.target_on`: beside the draft process, on ``target_threads``, the target is another
+machine, and what a stage costs is the speed model's to learn from its wall time):
 
 - a target pass over ``n`` positions, ``T(n) = t1 + s (n - 1)``: ``t1`` the mean one-position pass, ``s`` the
   least-squares slope through it over the passes of up to :data:`FIT_MAX_TOKENS` positions (the batches LR and
@@ -30,10 +40,10 @@ target and the draft and every verifier call):
 
 What has not been measured yet is optimistic: ``s = 0`` (a free batch) before two distinct ``n``, ``D = 0`` and
 ``V = 0`` before the first draft pass and verifier call.  So LR is tried as soon as its closed form, at the
-prior's acceptance, beats ``ar`` with what is known, and priced from then on; the first LR cycle is the cheapest,
-:data:`PROBE` (gamma 1, no n-gram), whatever the policy chose, since it only has to measure the draft, a batch and
-the verifier.  Once LR's costs are measured it is chosen again only when a Thompson draw of the acceptance makes it
-pay (:class:`lrsim.adaptive.Policy`).
+prior's acceptance, beats ``ar`` with what is known, and priced from then on; the first LR cycle is the cheapest of
+the chosen family (:func:`probe`: :data:`PROBE`, lr-sync gamma 1, or lr-async gamma 2; no n-gram), whatever depth
+the policy chose, since it only has to measure the draft, a batch and the verifier.  Once LR's costs are measured
+it is chosen again only when a Thompson draw of the acceptance makes it pay (:class:`lrsim.adaptive.Policy`).
 
 The costs persist across the decoder's requests (the machine does not change), and so does the speed model (one
 :class:`~lrsim.adaptive.policy.SpeedModel` shared by the policies of every request: a closed form that is wrong on
@@ -68,9 +78,16 @@ PROBE = Arm("sync", 2, 1)  #: what runs when the policy first chooses LR: one dr
 
 
 def candidates(cfg: DecodeConfig) -> list[Arm]:
-    """What auto chooses among: ar, sd (``k2 = DEFAULT_NGRAM + 1``) and lr-sync with gamma ``1..auto_max_gamma``,
-    with and without n-gram inside its steps."""
-    return arms(max_gamma=cfg.auto_max_gamma, k2s=(1, DEFAULT_NGRAM + 1), modes=("sync",))
+    """What auto chooses among, of ``cfg.auto_modes``: ``ar``; ``sd`` (``k2 = DEFAULT_NGRAM + 1``); lr-sync with
+    gamma ``1..auto_max_gamma``, with and without n-gram inside its steps; lr-async with gamma
+    ``2..auto_max_gamma`` (``k1 = gamma``; its draft process drafts without n-gram: no ``+sd``)."""
+    modes, k2 = cfg.auto_modes, DEFAULT_NGRAM + 1
+    out = [a for a in arms(max_gamma=1, k2s=(1, k2), modes=()) if ("sd" if a.k2 > 1 else "ar") in modes]
+    if "lr-sync" in modes:
+        out += arms(max_gamma=cfg.auto_max_gamma, k2s=(1, k2), modes=("sync",))[2:]
+    if "lr-async" in modes:
+        out += arms(max_gamma=cfg.auto_max_gamma, k2s=(1,), modes=("async",))[1:]
+    return out
 
 
 def arm_config(cfg: DecodeConfig, arm: Arm) -> DecodeConfig:
@@ -78,8 +95,14 @@ def arm_config(cfg: DecodeConfig, arm: Arm) -> DecodeConfig:
     ngram = arm.k2 - 1
     if arm.mode == "ar":
         return replace(cfg, mode="sd" if ngram else "ar", ngram=ngram, gamma=1)
-    mode = TRACE_MODES[arm.mode]  # auto runs lr-sync (candidates)
+    mode = TRACE_MODES[arm.mode]  # lr-sync or lr-async
     return replace(cfg, mode=mode + NGRAM_SUFFIX if ngram else mode, gamma=gamma_of_k1(arm.mode, arm.k1), ngram=ngram)
+
+
+def probe(arm: Arm, candidates: list[Arm]) -> Arm:
+    """What runs when the policy chooses the LR ``arm`` before the draft's cost is measured: the cheapest
+    configuration of its family, no n-gram (:data:`PROBE` for lr-sync; lr-async gamma 2)."""
+    return min((a for a in candidates if a.mode == arm.mode), key=lambda a: (a.k1, a.k2), default=arm)
 
 
 class Meter:
@@ -88,13 +111,15 @@ class Meter:
 
     def __init__(self):
         self.passes: dict[int, deque[float]] = defaultdict(lambda: deque(maxlen=WINDOW))  # positions -> seconds
+        self.target_on = True  #: the target's passes are measured (False: an lr-async stage runs, module doc)
         self.draft: deque[float] = deque(maxlen=WINDOW)  #: the draft's one-position passes (LR's costs known once any)
         self.verify: deque[tuple[int, float]] = deque(maxlen=WINDOW)  # verifier calls: (pairs, seconds)
 
     def record(self, rec: PassRecord) -> None:
-        """One forward pass: the target's (at most :data:`FIT_MAX_TOKENS` positions) go to its fit, the draft's
-        over one position to its token cost; the verifier's own model passes are in its calls' time."""
-        if rec.engine == "target" and rec.tokens <= FIT_MAX_TOKENS:
+        """One forward pass: the target's (at most :data:`FIT_MAX_TOKENS` positions, while :attr:`target_on`) go to
+        its fit, the draft's over one position (in this process or the draft process) to its token cost; the
+        verifier's own model passes are in its calls' time."""
+        if rec.engine == "target" and rec.tokens <= FIT_MAX_TOKENS and self.target_on:
             self.passes[rec.tokens].append(rec.seconds)
         elif rec.engine == "draft" and rec.tokens == 1:
             self.draft.append(rec.seconds)
@@ -163,7 +188,8 @@ class Tuner:
                  clock: Callable[[], float] | None = None):
         self.cfg, self.options, self.meter = cfg, options or AutoOptions(), Meter()
         self.arms = candidates(cfg)
-        self.configs = {arm: arm_config(cfg, arm) for arm in self.arms}  #: each arm's fixed-mode configuration
+        self.configs = {arm: arm_config(cfg, arm) for arm in [Arm("ar"), *self.arms]}  #: each arm's fixed-mode
+        # configuration (ar's too: a request's first cycle measures the target with it, whatever the modes)
         self.speed = self.options.speed_model()  #: shared by every request's policy (None: learn_speed off)
         self.clock = clock
         self.accepted, self.verified = 0, 0  # every cycle so far: a new request's prior
@@ -183,6 +209,7 @@ class Tuner:
         record.request, record.cycle = req.index, cycle
         req.rows.choice(record)
         req.cfg = self.configs[arm]
+        self.meter.target_on = not req.cfg.draft_process  # lr-async's target runs beside the draft process
         self._before = _seen(req)
         self._running = (arm, cycle, self._now(req))
 
@@ -205,7 +232,7 @@ class Tuner:
         pol.costs = costs  # the latest measurements
         arm = pol.choose()
         if arm.mode != "ar" and not self.meter.draft:  # LR before its costs are known: the cheapest probe
-            arm = PROBE
+            arm = probe(arm, self.arms)
         a1, a2 = pol.step.mean, pol.token.mean
         t1 = costs.target_pass(1)
         return arm, ChoiceRecord(config=arm.label, mode=arm.mode, k1=arm.k1, k2=arm.k2, alpha1=round(a1, 4),
@@ -241,3 +268,4 @@ class Tuner:
                 self.policy.costs = self.meter.costs(self.cfg.draft_ngram) or self.policy.costs  # with this cycle's
                 self.policy.observe_time(arm, now.tokens - before.tokens, max(seconds, 0.0), accepted, verified)
         req.cfg = self.cfg
+        self.meter.target_on = True

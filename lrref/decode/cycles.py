@@ -1,15 +1,21 @@
-"""A request decoded cycle by cycle: ``ar``/``sd`` steps (:func:`ar_step`) or ``lr-sync`` cycles
-(:class:`lrref.decode.lr_sync.SyncCycle`), as ``req.cfg`` says (:func:`request_steps`); ``auto`` sets ``req.cfg``
-before each cycle through a hook (:class:`lrref.decode.auto.Tuner`).  Both are job generators
-(:mod:`lrref.decode.jobs`)."""
+"""A request decoded cycle by cycle: ``ar``/``sd`` steps (:func:`ar_step`), ``lr-sync`` cycles
+(:class:`lrref.decode.lr_sync.SyncCycle`) or ``lr-async`` stages (:class:`lrref.decode.lr_async.AsyncPipeline`
+run for one stage: to its first rejection, where its pipeline is empty), as ``req.cfg`` says
+(:func:`request_steps`); ``auto`` sets ``req.cfg`` before each cycle through a hook
+(:class:`lrref.decode.auto.Tuner`).  All are job generators (:mod:`lrref.decode.jobs`); an lr-async stage's jobs
+are lr-async's (:data:`lrref.decode.jobs.AsyncJob`), which :func:`lrref.decode.jobs.run_direct` answers given the
+draft process."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..backends.base import StepRequest
-from .jobs import TARGET, Job, Steps
+from .jobs import TARGET, AsyncSteps, Job, Steps
+from .lr_async import AsyncPipeline
 from .lr_sync import SyncCycle
+from .messages import ToWorker
 from .request import Request
 from .seed import step_seed
 
@@ -24,15 +30,25 @@ class CycleHook(Protocol):
         """After the cycle, with what it committed in ``req.res``."""
 
 
-def request_steps(req: Request, hook: CycleHook | None = None) -> Steps:
-    """ar/sd steps or lr-sync cycles, each as ``req.cfg`` says when it starts, until EOS or the token cap; with
-    ``hook``, its ``begin`` and ``end`` around every cycle."""
-    cycle = 0
+def request_steps(req: Request, hook: CycleHook | None = None,
+                  send: Callable[[ToWorker], None] | None = None) -> Steps | AsyncSteps:
+    """ar/sd steps, lr-sync cycles or lr-async stages (``send``: to the draft process), each as ``req.cfg`` says
+    when it starts, until EOS or the token cap; with ``hook``, its ``begin`` and ``end`` around every cycle.  A
+    cycle whose configuration runs the target on other threads than the one before (lr-async's
+    ``target_threads``, the others' ``threads``) sets them first (``req.target.set_threads``)."""
+    cycle, threads = 0, req.cfg.main_threads  # the decoder set the mode's threads
     while req.left > 0:
         if hook is not None:
             hook.begin(req, cycle)
+        if req.cfg.main_threads != threads:
+            threads = req.cfg.main_threads
+            req.target.set_threads(threads)
         if not req.cfg.spec.draft:  # ar, sd: target-only steps
             done = yield from ar_step(req, cycle)
+        elif req.cfg.spec.draft_runs == "own":  # lr-async: one stage
+            if send is None:
+                raise ValueError("an lr-async stage needs the draft process (send)")
+            done = yield from AsyncPipeline(req, send, stage=cycle).run()
         else:
             done = yield from SyncCycle(req, cycle, req.prefix(), req.left).run()
         if hook is not None:

@@ -5,7 +5,8 @@ All modes commit whole steps (:mod:`lrref.backends.steps`) and write one trace r
 per drafted candidate and per target-only step (:mod:`lrref.decode.rows`).  ``ar``/``sd``
 is one target step per cycle (:func:`lrref.decode.cycles.ar_step`), ``lr-sync`` one
 :class:`lrref.decode.lr_sync.SyncCycle` per cycle, ``lr-async`` one :class:`lrref.decode.lr_async.AsyncPipeline`
-per request, ``auto`` one of the first two per cycle as its :class:`lrref.decode.auto.Tuner` chooses.
+per request, ``auto`` one of them per cycle as its :class:`lrref.decode.auto.Tuner` chooses (an lr-async stage, to
+its first rejection, when lr-async is among its modes: the draft process is started then, and only then).
 All are job generators (:mod:`lrref.decode.jobs`): :meth:`Decoder.run`
 decodes one request, :meth:`Decoder.run_many` several at once whose steps share
 batches (:mod:`lrref.decode.closed_loop`; lr-async's drafts share the one draft
@@ -53,7 +54,8 @@ class Decoder:
     """Runs requests in one mode and writes the trace.
 
     :param target: target backend (HF, vLLM or llama.cpp).
-    :param draft: draft backend (lr-sync; lr-async starts a draft process from ``draft_path`` instead).
+    :param draft: draft backend (lr-sync; lr-async, and auto with lr-async among its modes, start a draft process
+        from ``draft_path`` as well).
     :param verifier: step verifier (lr modes).
     :param draft_dtype: dtype of lr-async's draft process (default: ``cfg.dtype``, ``auto`` resolved here).
     :param draft_kind: backend of lr-async's draft process (:data:`lrref.decode.draft_worker.DRAFT_KINDS`).
@@ -80,16 +82,17 @@ class Decoder:
         if cfg.draft_in_process and draft is None:
             raise InputError(f"{cfg.base} needs a draft backend")
         self.tuner = Tuner(cfg) if cfg.base == AUTO else None  #: auto's costs and policies
-        if cfg.spec.draft_runs == "own":
+        if cfg.draft_process:  # lr-async; auto with lr-async among its modes
             if not draft_path:
-                raise InputError("lr-async needs the draft model path (it runs in its own process)")
+                raise InputError(f"{'lr-async' if cfg.base != AUTO else 'auto with lr-async'} needs the draft model "
+                                 "path (it runs in its own process)")
             self.worker = DraftWorker(draft_path, draft_dtype or cfg.dtype, cfg.draft_threads, self.t0,
                                       cfg.max_step_tokens, cfg.draft_sampling, cfg.draft_ngram_cfg,
                                       pool_size=8 * cfg.concurrency, kind=draft_kind, device=cfg.draft_on,
                                       random=draft_random, prefix_caching=prefix_caching)
 
     def close(self) -> None:
-        """Stop the draft process (lr-async)."""
+        """Stop the draft process (lr-async; auto with lr-async among its modes)."""
         if self.worker is not None:
             self.worker.close()
             self.worker = None
@@ -130,8 +133,12 @@ class Decoder:
                 eng = self.target.engine(self.cfg.sampling, self.cfg.ngram_cfg, self.clock)
                 run_async_direct(self._steps(req), eng, self.worker, req.index)
                 req.res.draft_s += self.worker.settle(req.index)  # its draft passes, the cancelled step's too
-            else:
-                run_direct(self._steps(req), self.lanes, self.clock)
+            else:  # auto with the draft process: its lr-async stages too
+                run_direct(self._steps(req), self.lanes, self.clock, self.worker, req.index)
+                if self.worker is not None:
+                    own = self.worker.settle(req.index)  # overlapped with the target: not the main process's time
+                    req.res.draft_s += own
+                    req.res.draft_own_s += own
         res = req.res
         res.wall_s = time.perf_counter() - w0
         res.target_s += _forward_s(self.target) - fwd0[0] - res.verify_target_s  # the judge's passes are verify_s
@@ -174,7 +181,10 @@ class Decoder:
         def finish(req: Request) -> None:
             req.res.wall_s = self.clock() - req.res.start
             if self.worker is not None:
-                req.res.draft_s += self.worker.take_draft_s(req.index)
+                own = self.worker.take_draft_s(req.index)
+                req.res.draft_s += own
+                if not req.res.draft_overlapped:  # auto's lr-async stages
+                    req.res.draft_own_s += own
             results[req.index] = self._finish(req, (refs or {}).get(req.index))
             if done is not None:
                 done(req.index, results[req.index])
@@ -192,11 +202,13 @@ class Decoder:
 
     def _steps(self, req: Request) -> Steps | AsyncSteps:
         """The request's job generator: lr-async's pipeline (its draft time is overlapped), else
-        :func:`lrref.decode.cycles.request_steps` (auto's with its tuner as the cycle hook)."""
+        :func:`lrref.decode.cycles.request_steps` (auto's with its tuner as the cycle hook, and the draft process
+        for its lr-async stages when it has one)."""
         if self.cfg.spec.draft_runs == "own":
             req.res.draft_overlapped = True
             return AsyncPipeline(req, self.worker.send).run()
-        return request_steps(req, self.tuner)  # auto: the tuner sets each cycle's configuration
+        send = self.worker.send if self.worker is not None else None
+        return request_steps(req, self.tuner, send)  # auto: the tuner sets each cycle's configuration
 
     def _pass_logs(self) -> dict:
         """``{model: PassLog}`` of this decoder's trace: the target, the draft (here or in the draft process), and

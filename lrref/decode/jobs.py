@@ -20,8 +20,10 @@ Two drivers answer them:
 
 - :func:`run_direct` (one ar/sd/lr-sync request): each job is one blocking
   ``generate_steps`` call of the lane's backend, exactly the calls the decoder
-  makes for a single request; :func:`run_async_direct` (one lr-async request):
-  its own running target engine, the draft process for its drafts;
+  makes for a single request; given the draft process, it answers lr-async's
+  jobs too (auto's cycles mix both kinds: an lr-async stage between ar/sd/lr-sync
+  cycles); :func:`run_async_direct` (one lr-async request): its own running
+  target engine, the draft process for its drafts;
 - :class:`lrref.decode.closed_loop.ClosedLoop` (several requests): the rows of every
   request's job join one running engine per lane, so the target steps of
   different requests, lr-async's rows too, share forward passes; the drafts of
@@ -31,7 +33,7 @@ Two drivers answer them:
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +64,11 @@ Steps = Generator[Job, list[StepOut], bool]
 
 @dataclass(frozen=True)
 class AddRows:
-    """lr-async: start target rows now; answered at once with their handles, in order."""
+    """lr-async: start target rows now; answered at once with their handles, in order.  ``ngram``: their n-gram
+    speculation (None: the lane's; :func:`run_direct` honours it, as a :class:`Job`'s)."""
 
     reqs: tuple[StepRequest, ...]
+    ngram: NgramConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -112,41 +116,77 @@ class Lane:
     ngram: NgramConfig
 
 
-def run_direct(steps: Steps, lanes: dict[str, Lane], clock: Clock) -> bool:
+def run_direct(steps: Steps | AsyncSteps, lanes: dict[str, Lane], clock: Clock, worker: DraftWorker | None = None,
+               request: int | None = None) -> bool:
     """Answer every job of ``steps`` with one ``generate_steps`` call of its lane (with the job's n-gram
-    configuration when it gives one); returns what ``steps`` returns."""
-    outs: list[StepOut] | None = None
+    configuration when it gives one); with the draft process ``worker``, the lr-async jobs of request ``request``
+    too (:class:`AsyncAnswers`: a running target engine per n-gram configuration, made when first asked for);
+    returns what ``steps`` returns."""
+    target = lanes[TARGET]
+    engines: dict[NgramConfig, Engine] = {}
+
+    def engine(ngram: NgramConfig | None) -> Engine:
+        ngram = ngram or target.ngram
+        if ngram not in engines:
+            engines[ngram] = target.backend.engine(target.sampling, ngram, clock)
+        return engines[ngram]
+
+    answer = AsyncAnswers(engine, worker, request) if worker is not None else None
+    reply: Any = None
     try:
         while True:
-            job = steps.send(outs)
-            lane = lanes[job.lane]
-            outs = lane.backend.generate_steps(job.reqs, lane.sampling, job.ngram or lane.ngram, clock)
+            job = steps.send(reply)
+            if isinstance(job, Job):
+                lane = lanes[job.lane]
+                reply = lane.backend.generate_steps(job.reqs, lane.sampling, job.ngram or lane.ngram, clock)
+            elif answer is not None:
+                reply = answer(job)
+            else:
+                raise TypeError(f"not a job (lr-async's need the draft process): {job!r}")
     except StopIteration as stop:
         return stop.value
+
+
+class AsyncAnswers:
+    """The answers to one request's lr-async jobs (:data:`AsyncJob`): its target rows on the engine ``engine(ngram)``
+    gives for their :class:`AddRows` (the stage's: one stage at a time, so the rows running are that engine's),
+    its drafts from the draft process ``worker`` (drafts of other requests are dropped)."""
+
+    def __init__(self, engine: Callable[[NgramConfig | None], Engine], worker: DraftWorker, request: int):
+        self.engine, self.worker, self.request = engine, worker, request
+        self.eng: Engine | None = None  # the engine of the latest AddRows
+
+    def __call__(self, job: AsyncJob) -> Any:
+        worker, request = self.worker, self.request
+        match job:
+            case AddRows(reqs, ngram):
+                self.eng = self.engine(ngram)
+                return self.eng.add(reqs)
+            case CancelRows(handles):
+                return self.eng.cancel(handles) if self.eng is not None else []
+            case TakeDrafts():
+                return [m for m in worker.poll() if m.request == request]
+            case Advance(wait):
+                reply = Progress()
+                if self.eng is not None and self.eng.active:
+                    reply.finished = self.eng.step()
+                elif wait:
+                    w0 = time.perf_counter()
+                    reply.drafts = [m for m in worker.poll(DRAFT_WAIT_S) if m.request == request]
+                    reply.wait_s = time.perf_counter() - w0
+                return reply
+            case _:
+                raise TypeError(f"not an lr-async job: {job!r}")
 
 
 def run_async_direct(steps: AsyncSteps, eng: Engine, worker: DraftWorker, request: int) -> bool:
     """Answer every job of one lr-async request (:data:`AsyncJob`) with its own target engine ``eng`` and the draft
     process ``worker`` (drafts of other requests are dropped); returns what ``steps`` returns."""
+    answer = AsyncAnswers(lambda ngram: eng, worker, request)
+    answer.eng = eng
     reply: Any = None
     try:
         while True:
-            match steps.send(reply):
-                case AddRows(reqs):
-                    reply = eng.add(reqs)
-                case CancelRows(handles):
-                    reply = eng.cancel(handles)
-                case TakeDrafts():
-                    reply = [m for m in worker.poll() if m.request == request]
-                case Advance(wait):
-                    reply = Progress()
-                    if eng.active:
-                        reply.finished = eng.step()
-                    elif wait:
-                        w0 = time.perf_counter()
-                        reply.drafts = [m for m in worker.poll(DRAFT_WAIT_S) if m.request == request]
-                        reply.wait_s = time.perf_counter() - w0
-                case job:
-                    raise TypeError(f"not an lr-async job: {job!r}")
+            reply = answer(steps.send(reply))
     except StopIteration as stop:
         return stop.value

@@ -9,7 +9,12 @@ and :meth:`AsyncPipeline.reset_stage` drops stale work and restarts the draft
 chain), then :meth:`AsyncPipeline.advance` (one target forward pass, or wait
 for a draft when none of the request's target rows runs).  A *stage* is the run
 of positions between two rejections; the request's *epoch* numbers its draft
-chains.
+chains (a stage's epoch is its number).
+
+``auto`` runs one stage at a time (``stage=`` the cycle, :func:`lrref.decode.cycles.request_steps`): the
+pipeline starts from the request's prefix, stops at its first rejection (or EOS, or the token cap), where no
+target row runs and nothing it drafted is kept, idles its draft chain and returns; the next cycle may run any
+mode.
 
 The pipeline is a job generator (:data:`lrref.decode.jobs.AsyncJob`): it tells
 the draft process what to draft (:mod:`lrref.decode.messages`) and yields what
@@ -33,13 +38,17 @@ class AsyncPipeline:
     """The lr-async decoding of one request; :meth:`run` is its job generator.
 
     :param send: sends a message to the draft process (:meth:`lrref.decode.draft_worker.DraftWorker.send`).
+    :param stage: None: decode to the request's end, stage after stage; a number: run that one stage (its rows'
+        cycle, its chain's epoch) from the request's prefix and return (auto's cycle).
     """
 
-    def __init__(self, req: Request, send: Callable[[ToWorker], None]):
-        cfg = req.cfg
+    def __init__(self, req: Request, send: Callable[[ToWorker], None], stage: int | None = None):
         self.req, self.send = req, send
-        self.prefix, self.epoch, self.stage, self.k = list(req.prompt), 0, 0, 0
-        self.rem_stage = cfg.max_tokens  # tokens left when the stage started
+        self.single = stage is not None  # one stage, then return
+        self.prefix, self.k = req.prefix(), 0
+        self.epoch = self.stage = stage or 0
+        self.rem_stage = req.left  # tokens left when the stage started
+        self.over = False  # one stage: it ended at a rejection
         self.drafts: dict[int, StepOut] = {}  # position -> draft step of this stage
         self.running: dict[int, int] = {}  # target row handle -> position
         self.tdone: dict[int, StepOut] = {}  # position -> finished target step, not resolved yet
@@ -47,15 +56,15 @@ class AsyncPipeline:
         self.context = req.context(req.prompt)
 
     def run(self) -> AsyncSteps:
-        """Decode to EOS or the token cap, then cancel what still runs and idle the request's draft chain;
-        returns True at EOS."""
+        """Decode to EOS or the token cap (one stage: or its first rejection), then cancel what still runs and
+        idle the request's draft chain; returns True at EOS."""
         cfg, res = self.req.cfg, self.req.res
         self._chain()
         while not self.finished:
             yield from self.drain()
             yield from self.start_targets()
             yield from self.resolve()
-            if self.finished or len(res.ids) >= cfg.max_tokens:
+            if self.finished or self.over or len(res.ids) >= cfg.max_tokens:
                 break
             yield from self.advance()
         if self.finished:
@@ -76,9 +85,8 @@ class AsyncPipeline:
         for m in msgs:
             if m.current(self.epoch):
                 self.drafts[m.position] = m.step
-            else:
-                cycle = self.stage if m.epoch == self.epoch else max(0, self.stage - 1)
-                self.req.rows.write(cycle, m.position, branch=0, draft=m.step, cancelled=True)
+            else:  # a stage's epoch is its number: the row goes to the stage that drafted it
+                self.req.rows.write(m.epoch, m.position, branch=0, draft=m.step, cancelled=True)
 
     # -- 2. start targets ------------------------------------------------------------------------------
     def start_targets(self) -> AsyncSteps:
@@ -98,7 +106,7 @@ class AsyncPipeline:
             ids = tuple(self.prefix + [t for i in range(j) for t in self.drafts[i].ids])
             new.append((j, StepRequest(ids, cap, step_seed(cfg.seed, req.index, self.stage, -1, j), req.index)))
         if new:
-            handles = yield AddRows(tuple(r for _, r in new))
+            handles = yield AddRows(tuple(r for _, r in new), cfg.ngram_cfg)
             for (j, _), h in zip(new, handles):
                 self.running[h] = j
 
@@ -136,7 +144,8 @@ class AsyncPipeline:
 
     # -- 4. reset stage --------------------------------------------------------------------------------
     def reset_stage(self) -> AsyncSteps:
-        """After a rejection at k: cancel stale target and draft work (rows: cancelled), start a new stage."""
+        """After a rejection at k: cancel stale target and draft work (rows: cancelled), start a new stage (one
+        stage: end it)."""
         req, rows = self.req, self.req.rows
         stale = tuple(h for h, j in self.running.items() if j > self.k)
         if stale:
@@ -148,6 +157,9 @@ class AsyncPipeline:
         for j in [j for j in self.drafts if j > self.k]:
             rows.write(self.stage, j, branch=0, draft=self.drafts[j], cancelled=True)
         self.drafts.clear()
+        if self.single:
+            self.over = True
+            return
         self.prefix, self.k, self.stage, self.epoch = req.prefix(), 0, self.stage + 1, self.epoch + 1
         self.rem_stage = req.left
         if not self.finished and self.rem_stage > 0:

@@ -35,6 +35,7 @@ class Result:
     verify_target_s: float = 0.0  # target passes run inside verifier calls (the target judging): in verify_s only
     wait_s: float = 0.0  # lr-async: main process idle, waiting for a draft
     draft_overlapped: bool = False  # lr-async: draft time is spent in another process
+    draft_own_s: float = 0.0  # auto: the part of draft_s spent in the draft process (its lr-async stages: overlapped)
     verified: int = 0  # drafts checked (identical or verifier)
     accepted: int = 0
     target_forwards: int = 0
@@ -63,7 +64,7 @@ class Result:
     @property
     def overhead_s(self) -> float:
         """Wall time not spent in model forwards, verifier calls or waiting for the overlapped draft."""
-        draft_inline = 0.0 if self.draft_overlapped else self.draft_s
+        draft_inline = 0.0 if self.draft_overlapped else self.draft_s - self.draft_own_s
         return self.wall_s - self.target_s - self.verify_s - self.wait_s - draft_inline
 
 
