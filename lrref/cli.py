@@ -202,7 +202,7 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
 
     :raises UsageError: a bad ``--async-threads``; the config's own checks (:class:`lrref.session.SessionConfig`).
     """
-    from .config import AUTO, DEFAULT_SYSTEM, LR_MODES, parse_mode
+    from .config import AUTO, DEFAULT_SYSTEM, LR_MODES, mode_list, parse_mode
     from .session import SessionConfig
 
     try:
@@ -221,7 +221,7 @@ def session_config(a: argparse.Namespace, modes: Sequence[str]):
         random_weights=a.random_weights, prompt_tokens=a.prompt_tokens, device=a.device, draft_device=a.draft_device,
         dtype=a.dtype, prefix_caching=not a.no_prefix_caching, require_idle=a.require_idle, modes=tuple(modes),
         gamma=4 if a.gamma is None else a.gamma, auto_max_gamma=a.auto_max_gamma,
-        auto_modes=tuple(m.strip() for m in a.auto_modes.split(",")), width=a.width,
+        auto_modes=mode_list(a.auto_modes), width=a.width,
         ngram=a.ngram or 0, ngram_max=a.ngram_max, ngram_min=a.ngram_min,
         max_step_tokens=a.max_step_tokens, max_tokens=a.max_tokens, temperature=a.temperature, top_p=a.top_p,
         top_k=a.top_k, draft_temperature=a.draft_temperature, seed=a.seed, system=a.system or DEFAULT_SYSTEM,

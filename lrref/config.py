@@ -6,6 +6,7 @@ No torch here: the CLI validates a configuration before any model loads.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from lrsim.errors import InputError
@@ -34,6 +35,11 @@ DEFAULT_AUTO_MODES = ("ar", "sd", "lr-sync")  #: auto_modes' default: lr-async (
 AUTO_MODES_HELP = ("auto: the modes it chooses among, of ar, sd, lr-sync (with and without '+sd') and lr-async "
                    "(gamma 2..auto_max_gamma, stage by stage; starts the draft process); default ar,sd,lr-sync")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+def mode_list(given: str | Sequence[str]) -> tuple[str, ...]:
+    """Modes as a tuple: a comma-separated string (each name stripped) or a sequence (``modes``, ``auto_modes``)."""
+    return tuple(m.strip() for m in given.split(",")) if isinstance(given, str) else tuple(given)
 
 
 def config_dict(obj) -> dict:
@@ -130,9 +136,8 @@ class DecodeConfig:
         NgramConfig(self.ngram_k, self.ngram_max, self.ngram_min)
 
     def _check_auto_modes(self) -> None:
-        """``auto_modes`` as a tuple (a comma-separated string is split) of distinct :data:`AUTO_MODES`."""
-        given = self.auto_modes
-        modes = tuple(m.strip() for m in given.split(",")) if isinstance(given, str) else tuple(given)
+        """``auto_modes`` as a tuple (:func:`mode_list`) of distinct :data:`AUTO_MODES`."""
+        modes = mode_list(self.auto_modes)
         object.__setattr__(self, "auto_modes", modes)
         bad = [m for m in modes if m not in AUTO_MODES]
         if bad or not modes or len(set(modes)) != len(modes):

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from lrsim.errors import InputError, UsageError
 from lrsim.fields import option
 
-from .config import AUTO, BACKENDS, DRAFT_MODES, DecodeConfig, parse_mode
+from .config import AUTO, BACKENDS, DRAFT_MODES, DecodeConfig, mode_list, parse_mode
 
 #: SessionConfig fields that are decoding defaults: :meth:`Session.generate` and :meth:`Session.bench` take them
 #: as keywords for one call (the rest say which models load, and how)
@@ -109,8 +109,7 @@ class SessionConfig:
         :raises lrsim.errors.InputError: the first problem, one line.
         """
         given = self.modes
-        object.__setattr__(self, "modes", tuple(m.strip() for m in given.split(",")) if isinstance(given, str)
-                           else tuple(given))
+        object.__setattr__(self, "modes", mode_list(given))
         if not self.modes or len(set(self.modes)) != len(self.modes) or not all(m.strip() for m in self.modes):
             raise InputError(f"modes must list distinct modes, got {given!r}")
         if self.backend not in BACKENDS:

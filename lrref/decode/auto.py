@@ -81,13 +81,15 @@ def candidates(cfg: DecodeConfig) -> list[Arm]:
     """What auto chooses among, of ``cfg.auto_modes``: ``ar``; ``sd`` (``k2 = DEFAULT_NGRAM + 1``); lr-sync with
     gamma ``1..auto_max_gamma``, with and without n-gram inside its steps; lr-async with gamma
     ``2..auto_max_gamma`` (``k1 = gamma``; its draft process drafts without n-gram: no ``+sd``)."""
-    modes, k2 = cfg.auto_modes, DEFAULT_NGRAM + 1
-    out = [a for a in arms(max_gamma=1, k2s=(1, k2), modes=()) if ("sd" if a.k2 > 1 else "ar") in modes]
-    if "lr-sync" in modes:
-        out += arms(max_gamma=cfg.auto_max_gamma, k2s=(1, k2), modes=("sync",))[2:]
-    if "lr-async" in modes:
-        out += arms(max_gamma=cfg.auto_max_gamma, k2s=(1,), modes=("async",))[1:]
-    return out
+    modes = cfg.auto_modes
+    families = tuple(f for f in ("sync", "async") if TRACE_MODES[f] in modes)  # lrsim's family -> lrref's mode
+
+    def chosen(a: Arm) -> bool:
+        if a.mode == "ar":
+            return ("sd" if a.k2 > 1 else "ar") in modes
+        return a.mode == "sync" or a.k2 == 1  # lr-async's draft process drafts without n-gram
+
+    return [a for a in arms(max_gamma=cfg.auto_max_gamma, k2s=(1, DEFAULT_NGRAM + 1), modes=families) if chosen(a)]
 
 
 def arm_config(cfg: DecodeConfig, arm: Arm) -> DecodeConfig:

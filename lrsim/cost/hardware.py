@@ -38,7 +38,7 @@ from ..latency.interp import Extrapolation
 from ..latency.profile import Profile
 from .library import is_modelled
 from .passcost import ProfileCost, cost_ratio
-from .roles import PLACE_COLOCATED, Roles, load_roles
+from .roles import PLACE_COLOCATED, Roles, load_roles, model_text
 
 ROLES = ("target", "draft")
 KV_DTYPES = ("fp8",)
@@ -87,7 +87,7 @@ class HardwareSpec:
         if self.kv_dtype is not None and self.kv_dtype not in KV_DTYPES:
             raise InputError(f"kv_dtype must be fp8 (or None: as the spec says), got {self.kv_dtype!r}")
         measured = [s for s in (self.profile, self.draft_hardware, self.verifier_hardware)
-                    if s not in (None, PLACE_COLOCATED) and (not is_modelled(s) or isinstance(s, Profile))]
+                    if s not in (None, PLACE_COLOCATED) and not model_text(s)]
         if self.kv_dtype is not None and measured:
             raise InputError(f"--kv-dtype {self.kv_dtype} prices a modelled profile (model:...); {measured[0]} is "
                              "measured")

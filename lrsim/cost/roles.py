@@ -47,11 +47,16 @@ class Roles:
     profiles: dict[str, Profile]
 
 
-def _model(spec: str | ModelSpec, kv_dtype: str | None) -> ModelSpec:
+def model_text(spec: object) -> bool:
+    """Whether ``spec`` is a ``model:`` spec still to parse (not a loaded :class:`Profile`, modelled or not)."""
+    return is_modelled(spec) and not isinstance(spec, Profile)
+
+
+def _model(text: str, kv_dtype: str | None) -> ModelSpec:
     """A ``model:`` spec parsed once, with the spec-wide KV-cache dtype; checked as :func:`parse_spec` checks."""
     from ..gpu.synthesize import check_spec, parse_spec
 
-    m = parse_spec(spec) if isinstance(spec, str) else spec
+    m = parse_spec(text)
     if kv_dtype is None or m.kv_dtype == kv_dtype:
         return m
     m = replace(m, kv_dtype=kv_dtype)
@@ -63,7 +68,7 @@ def _source(hw: Placed, given, target: str | Profile | ModelSpec | None = None) 
     """What a role runs on: ``given`` (a spec), or for None / 'colocated' the ``target``'s device at TP 1."""
     if given is None or given == PLACE_COLOCATED:
         return target if isinstance(target, (str, Profile)) else replace(target, tp=1)  # measured: as profiled
-    if is_modelled(given) and not isinstance(given, Profile):
+    if model_text(given):
         return _model(str(given), hw.kv_dtype)
     return given  # measured (HardwareSpec refuses kv_dtype beside one)
 
