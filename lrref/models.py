@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -276,7 +278,7 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", progress: bool 
     from .quiet import quiet_transformers
 
     dt = getattr(torch, dtype)
-    with quiet_transformers(gguf_progress=progress):
+    with quiet_transformers(gguf_progress=progress), _gguf_read_once():
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         m = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=dt)
         cfg = m.config
@@ -289,6 +291,31 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = "bfloat16", progress: bool 
         fresh.save_pretrained(str(out))
         tok.save_pretrained(str(out))
         m.generation_config.save_pretrained(str(out))
+
+
+@contextmanager
+def _gguf_read_once() -> Iterator[None]:
+    """One :class:`gguf.GGUFReader` per file inside the block.
+
+    transformers parses a GGUF's metadata anew for the tokenizer, the config and the weights (``load_gguf_checkpoint``
+    builds a reader each time), and gguf-py reads a 150k-token vocabulary item by item: two thirds of converting
+    Qwen2.5-0.5B went there.  The readers are read-only views of the memory-mapped file, so one serves all three.
+    """
+    import gguf
+
+    orig, readers = gguf.GGUFReader, {}
+
+    def reader(path, *args, **kw):
+        key = (os.fspath(path), args, tuple(sorted(kw.items())))
+        if key not in readers:
+            readers[key] = orig(path, *args, **kw)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = orig
 
 
 def _unzip_dir(zpath: Path, out: Path) -> None:
