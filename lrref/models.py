@@ -400,18 +400,36 @@ def prepare_one(spec: ModelSpec, cache: Path, keep_downloads: bool = False, prog
 
 
 def prepare(names: Iterable[str], cache: str | os.PathLike | None = None, keep_downloads: bool = False,
-            progress: bool = True, log: Callable[[str], None] = print, fmt: str = "hf") -> dict[str, Path]:
+            progress: bool = True, log: Callable[[str], None] = print, fmt: str = "hf", jobs: int = 1
+            ) -> dict[str, Path]:
     """Prepare several models (see module docstring; ``fmt``: :data:`FORMATS`); unknown names or formats raise
-    :class:`ModelError` first."""
+    :class:`ModelError` first.
+
+    :param jobs: models prepared at once, each in a process of its own (0: one per core), largest first; above 1
+        there are no progress bars (they would interleave) and ``log`` must be picklable (``print`` is).  Converting
+        GGUF files is CPU-bound and single-threaded for most of its time, so two jobs on two cores take about as long
+        as the largest model alone.
+    """
     names = list(names)
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
         raise ModelError(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
     if fmt not in FORMATS:
         raise ModelError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if jobs < 0:
+        raise ModelError(f"jobs must be >= 0, got {jobs}")
     c = cache_dir(cache)
     c.mkdir(parents=True, exist_ok=True)
-    return {n: prepare_one(REGISTRY[n], c, keep_downloads, progress, log, fmt) for n in names}
+    jobs = min(jobs or os.cpu_count() or 1, len(names))
+    if jobs <= 1:
+        return {n: prepare_one(REGISTRY[n], c, keep_downloads, progress, log, fmt) for n in names}
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    largest_first = sorted(names, key=lambda n: -REGISTRY[n].size)  # the longest conversions start first
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+        done = {n: pool.submit(prepare_one, REGISTRY[n], c, keep_downloads, False, log, fmt) for n in largest_first}
+        return {n: done[n].result() for n in names}
 
 
 def listing(cache: str | os.PathLike | None = None) -> list[dict]:

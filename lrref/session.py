@@ -175,8 +175,10 @@ def _check_backend_flags(c: SessionConfig, cfgs: Sequence[DecodeConfig]) -> None
     if c.backend == "vllm" and len({d.ngram_cfg for d in cfgs}) > 1:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")
-    if c.backend not in ("auto", "hf") and (c.device != "cpu" or c.draft_device or c.random_weights):
-        raise UsageError(f"--device, --draft-device and --random-weights are for --backend hf, not {c.backend}")
+    vllm_draft = c.backend == "vllm" and c.draft_device is not None  # lr-async's draft engine: cpu or cuda:N
+    if c.backend not in ("auto", "hf") and (c.device != "cpu" or c.draft_device and not vllm_draft or c.random_weights):
+        raise UsageError(f"--device, --draft-device and --random-weights are for --backend hf, not {c.backend} "
+                         "(--draft-device also for lr-async's draft engine on vllm)")
     if c.backend not in ("auto", "llamacpp") and not c.prefix_caching:
         raise UsageError(NO_PREFIX_CACHING)
 
@@ -402,6 +404,10 @@ class Session:
         if self.backend == "vllm" and cfg.ngram_cfg != self._modes[0].ngram_cfg:
             raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram "
                              "('+sd') separately")
+        if (self.backend == "vllm" and cfg.base == "lr-async" and getattr(self.target, "cuda", False)
+                and not (cfg.draft_device or "").startswith("cuda:")):
+            raise UsageError("lr-async on --backend vllm runs the draft's engine on a GPU of its own: give it one with "
+                             "--draft-device cuda:N (N other than the target's)")
         if self.config.random is not None and cfg.max_tokens != self.config.max_tokens:
             replace(self.config, max_tokens=cfg.max_tokens)  # checks prompts + output against the positions
 
@@ -433,7 +439,8 @@ class Session:
                              at_close=lambda h: h.hardware.update(load=mon.record()))
         try:
             return Decoder(cfg, self.target, self.draft, self.verifier, tw, draft_path=self.paths.get("draft"),
-                           draft_dtype=self.draft_dtype, draft_kind="llamacpp" if self.backend == "llamacpp" else "hf",
+                           draft_dtype=self.draft_dtype,
+                           draft_kind=self.backend if self.backend in ("llamacpp", "vllm") else "hf",
                            draft_random=rw.model("draft") if rw else None, prefix_caching=c.prefix_caching)
         except BaseException:
             if tw is not None:

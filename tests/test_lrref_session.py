@@ -139,7 +139,7 @@ def test_decoder_gives_prefix_caching_to_the_draft_process(monkeypatch):
     decoder.Decoder(DecodeConfig(mode="lr-async"), object(), verifier=ExactVerifier(), draft_path="d.gguf",
                     draft_kind="llamacpp", prefix_caching=False).close()
 
-    def backend(*a):
+    def backend(*a, **kw):
         seen["process"] = a[-1]
         raise KeyboardInterrupt  # the worker's way out
 

@@ -25,14 +25,33 @@ def _why_not() -> str | None:
 pytestmark = [pytest.mark.models, pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))]
 
 
-def test_vllm_steps_match_the_step_rule_and_hf_greedy():
+@pytest.fixture(scope="module")
+def engine():
+    """(model directory, a float32 vLLM engine of SmolLM2 without n-gram) bound to core 0
+    (``VLLM_CPU_OMP_THREADS_BIND=0`` while it starts), so that lr-async's draft engine gets core 1; one start for the
+    tests that need no n-gram."""
+    import os
+
     (path,) = require_models("smollm2-135m-instruct")
+    from lrref.backends.vllm import VLLMBackend
+
+    before = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "0"
+    try:
+        return path, VLLMBackend(path, dtype="float32", max_model_len=1024)
+    finally:
+        if before is None:
+            os.environ.pop("VLLM_CPU_OMP_THREADS_BIND")
+        else:
+            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = before
+
+
+def test_vllm_steps_match_the_step_rule_and_hf_greedy(engine):
     from lrref.backends.base import Sampling, StepRequest
     from lrref.backends.hf import HFBackend
     from lrref.backends.steps import split_steps
-    from lrref.backends.vllm import VLLMBackend
 
-    vb = VLLMBackend(path, dtype="float32", max_model_len=1024)
+    path, vb = engine
     hb = HFBackend(path, dtype="float32", threads=1)
     p = vb.encode_chat("Tom reads 18 pages a day. How many pages in 2 weeks?", "Reason step by step.")
     assert p == hb.encode_chat("Tom reads 18 pages a day. How many pages in 2 weeks?", "Reason step by step.")
@@ -111,3 +130,44 @@ def test_vllm_pass_records_time_every_step_and_calibrate(tmp_path):
     assert out.returncode == 0, out.stderr
     notes = json.loads(out.stdout)["pass_costs"]["notes"]
     assert any("pure pass cost fitted on" in n and n.startswith("target") for n in notes), notes
+
+
+def test_vllm_lr_async_runs_the_draft_engine_in_its_own_process(engine, tmp_path):
+    """lr-async on --backend vllm as the official LR code deploys it: the draft is a vLLM engine of its own, in the
+    draft process, bound to the core the target's engine leaves (``VLLM_CPU_OMP_THREADS_BIND``: target 0, draft 1).
+    Greedy target, token-identical verifier: the text is ar's on the same engine; the draft's pass records come from
+    its engine's scheduler, and every step's draft time is the sum of its passes."""
+    import os
+
+    from lrref.decode.decoder import DecodeConfig, Decoder, make_header
+    from lrref.verify.verifiers import ExactVerifier
+    from lrsim.trace import TraceWriter, read_trace
+
+    path, vb = engine  # the target's engine on core 0: the draft's gets core 1
+    q = "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"
+    out, traces = {}, {}
+    for mode in ("ar", "lr-async"):
+        cfg = DecodeConfig(mode=mode, gamma=2, max_step_tokens=16, max_tokens=40, draft_temperature=0.4, threads=1,
+                           target_threads=1, draft_threads=1, dtype="float32")
+        tp = tmp_path / f"{mode}.jsonl"
+        tw = TraceWriter(tp, make_header(cfg, {"target": str(path), "draft": str(path)}, "vllm", {"name": "exact"}))
+        dec = Decoder(cfg, vb, None, ExactVerifier(normalize=False), tw, draft_path=str(path), draft_kind="vllm")
+        try:
+            if mode == "lr-async":
+                assert dec.worker.name == os.path.basename(os.path.normpath(str(path)))
+            out[mode] = dec.run(0, vb.encode_chat(q, cfg.system))
+        finally:
+            dec.close()
+            tw.close()
+        traces[mode] = read_trace(tp)
+    assert out["lr-async"].ids == out["ar"].ids and out["ar"].ids
+    tr = traces["lr-async"]
+    drafts = [p for p in tr.passes if p.engine == "draft"]
+    assert drafts and all(p.threads == 1 and p.seconds > 0 and p.rows >= 1 for p in drafts)  # its engine, one core
+    assert all(p.threads == 1 for p in tr.passes if p.engine == "target")
+    for s in tr.steps:
+        if s.draft_start is None or s.cancelled:
+            continue
+        mine = [p for p in drafts if s.request in p.requests and s.draft_start <= p.start
+                and p.start + p.seconds <= s.draft_end + 1e-5]
+        assert mine and s.draft_busy == pytest.approx(sum(p.seconds for p in mine), abs=2e-6 * len(mine) + 1e-9)

@@ -6,7 +6,8 @@ the same cores.  ``lr-async`` therefore runs the draft in a spawned process
 with its own thread count (default 1) while the target runs in the main
 process (default 1 thread): on this 2-core CPU each model gets a core.  The
 draft process runs the target's kind of backend (:data:`DRAFT_KINDS`: ``hf``,
-also for a vLLM target, or ``llamacpp`` on the draft's GGUF file).
+``llamacpp`` on the draft's GGUF file, or ``vllm``: an engine of its own, as the official LR code deploys its
+draft, on the cores the target's engine leaves or on the GPU of ``--draft-device``, :func:`vllm_draft_env`).
 
 The process keeps one draft *chain* per request (:class:`lrref.decode.messages.Chain`):
 step j from ``prefix + d_0 .. d_{j-1}``, up to ``credit`` steps ahead of what
@@ -28,6 +29,7 @@ CLI, with the worker's own last line as the reason).
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -59,7 +61,49 @@ from .messages import (
 )
 from .seed import step_seed
 
-DRAFT_KINDS = ("hf", "llamacpp")  # backends a draft process can run
+DRAFT_KINDS = ("hf", "llamacpp", "vllm")  # backends a draft process can run
+
+
+def _cores(spec: str) -> list[int]:
+    """The cores of one ``VLLM_CPU_OMP_THREADS_BIND`` rank (``0-3,6``); [] when it is not a core list."""
+    out: list[int] = []
+    for part in spec.split("|")[0].split(","):
+        a, _, b = part.strip().partition("-")
+        if not (a.isdigit() and (not b or b.isdigit())):
+            return []
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def vllm_draft_env(device: str, threads: int, environ: dict | None = None, cpus: int | None = None) -> dict[str, str]:
+    """The environment a vLLM draft process adds to the target's, so that the two engines do not share a core or a GPU.
+
+    On a CPU (``device`` "cpu"): ``VLLM_CPU_OMP_THREADS_BIND``, ``threads`` cores the target's bind (``environ``'s,
+    default all cores) leaves free, the lowest first; the last ``threads`` cores when it leaves none (the two then
+    share cores: set the target's bind, e.g. ``VLLM_CPU_OMP_THREADS_BIND=0``, to keep them apart).  On a GPU
+    (``cuda:N``): ``CUDA_VISIBLE_DEVICES`` = that GPU (the N-th of the target's own ``CUDA_VISIBLE_DEVICES`` when it
+    is set), so the draft's engine sees one GPU, its own.
+
+    :raises InputError: ``cuda`` without an index: two vLLM engines on one GPU would each claim most of its memory.
+    """
+    env = dict(os.environ if environ is None else environ)
+    if device.startswith("cuda"):
+        _, _, idx = device.partition(":")
+        if not idx.isdigit():
+            raise InputError("lr-async on --backend vllm runs the draft's engine on a GPU of its own: give it one "
+                             "with --draft-device cuda:N (N other than the target's)")
+        visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        n = int(idx)
+        if visible and n >= len(visible):
+            raise InputError(f"--draft-device {device}: CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} shows "
+                             f"{len(visible)} GPU(s)")
+        return {"CUDA_VISIBLE_DEVICES": visible[n] if visible else idx}
+    n = cpus or os.cpu_count() or 1
+    taken = set(_cores(env.get("VLLM_CPU_OMP_THREADS_BIND", "")) or range(n))
+    free = [c for c in range(n) if c not in taken][:threads]
+    if len(free) < threads:
+        free = list(range(max(0, n - threads), n))
+    return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, free))}
 
 
 class WorkerError(DomainError):
@@ -150,10 +194,13 @@ class Drafter:
 
 def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: dict,
                 ngram: dict, pool_size: int, kind: str = "hf", device: str = "cpu", random: dict | None = None,
-                prefix_caching: bool = True) -> None:
-    """Entry point of the draft process (``kind``: one of :data:`DRAFT_KINDS`)."""
+                prefix_caching: bool = True, env: dict | None = None) -> None:
+    """Entry point of the draft process (``kind``: one of :data:`DRAFT_KINDS`; ``env``: added to this process's
+    environment before the model loads, :func:`vllm_draft_env`)."""
+    os.environ.update(env or {})
     try:
-        be = draft_backend(kind, path, dtype, threads, pool_size, device, random, prefix_caching)
+        be = draft_backend(kind, path, dtype, threads, pool_size, device, random, prefix_caching,
+                           ngram=NgramConfig(**ngram))
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
         eng = be.engine(samp, NgramConfig(**ngram), clock)
@@ -191,7 +238,8 @@ class DraftWorker:
     :param random: random weights instead of the model at ``path``:
         :meth:`lrref.backends.random_weights.RandomWeights.model`.
     :param prefix_caching: a llama.cpp draft reuses KV across requests (passed to the process at its start).
-    :raises InputError: an unknown ``kind``, or an unknown ``dtype`` for ``hf``.
+    :raises InputError: an unknown ``kind``, an unknown ``dtype`` for ``hf``, a ``vllm`` draft on a GPU without
+        an index (:func:`vllm_draft_env`).
     """
 
     def __init__(self, path: str, dtype: str, threads: int, t0: float, max_step: int, sampling: Sampling,
@@ -199,13 +247,16 @@ class DraftWorker:
                  device: str = "cpu", random: dict | None = None, prefix_caching: bool = True):
         if kind not in DRAFT_KINDS:
             raise InputError(f"draft process backend must be one of {', '.join(DRAFT_KINDS)}, got {kind!r}")
-        if kind == "hf":
+        if kind in ("hf", "vllm"):
             dtype = resolve_dtype(dtype, device)  # here, so that both processes agree
+        env = vllm_draft_env(device, threads) if kind == "vllm" else None
+        self.kind = kind
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=worker_main, daemon=True,
+        # vLLM's engine starts a worker process of its own, which a daemonic process may not: close() ends it
+        self.proc = ctx.Process(target=worker_main, daemon=kind != "vllm",
                                 args=(child, str(path), dtype, threads, t0, max_step, asdict(sampling), asdict(ngram),
-                                      pool_size, kind, device, random, prefix_caching))
+                                      pool_size, kind, device, random, prefix_caching, env))
         self.proc.start()
         child.close()
         self.pass_log: PassLog | None = None  # where the draft's pass records go (the decoder attaches its trace's)
@@ -313,6 +364,6 @@ class DraftWorker:
             self.send(Quit())
         except Exception:
             pass
-        self.proc.join(10)
+        self.proc.join(30 if self.kind == "vllm" else 10)  # a vLLM draft shuts its engine's worker down first
         if self.proc.is_alive():
             self.proc.terminate()
