@@ -404,7 +404,7 @@ class Session:
         if self.backend == "vllm" and cfg.ngram_cfg != self._modes[0].ngram_cfg:
             raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram "
                              "('+sd') separately")
-        if (self.backend == "vllm" and cfg.base == "lr-async" and getattr(self.target, "cuda", False)
+        if (self.backend == "vllm" and cfg.draft_process and getattr(self.target, "cuda", False)
                 and not (cfg.draft_device or "").startswith("cuda:")):
             raise UsageError("lr-async on --backend vllm runs the draft's engine on a GPU of its own: give it one with "
                              "--draft-device cuda:N (N other than the target's)")

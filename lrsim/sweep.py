@@ -121,6 +121,15 @@ def _progress(total: int, enabled: bool, desc: str = "lrsim sweep", unit: str = 
                 desc=desc)
 
 
+def _pool_context():
+    """``forkserver`` where there is one (Linux): workers forked from a clean server, never from this process, whose
+    threads (a progress bar's monitor, a notebook's) may hold locks at the fork that no child ever releases (a
+    20 s stall was seen); elsewhere the platform's default."""
+    import multiprocessing as mp
+
+    return mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else None
+
+
 def map_tasks(fn: Callable[[Any], Any], items: list, workers: int | None = None, scheduler: Any = None,
               progress: bool = True, desc: str = "lrsim sweep", unit: str = "pt", per_worker: int = 50) -> list:
     """``[fn(x) for x in items]`` in parallel, results in item order, a tqdm bar on stderr.
@@ -144,7 +153,7 @@ def map_tasks(fn: Callable[[Any], Any], items: list, workers: int | None = None,
                 done += task([(i, item)])
                 bar.update(1)
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
                 futures = [pool.submit(task, c) for c in _chunks(items, workers, per_worker)]
                 for f in as_completed(futures):
                     part = f.result()
