@@ -251,6 +251,9 @@ class PassRecord:
     context_max: int | None = option("most tokens already in one row's KV cache")
     threads: int | None = option("compute threads of the model: llama.cpp's threads, torch's intra-op threads")
     requests: list | None = option("requests with rows in the pass (null: not known, e.g. a verifier call)")
+    bucket: str | None = option("the shape the pass ran at on lrref's static-cache path (--cuda-graphs; the static "
+                                "cache on a CPU): 'ROWSxPOSITIONS@SLOTS', each padded up to its bucket, one CUDA "
+                                "graph per bucket; null: the pass ran at its own shape", None)
     type: str = "pass"
 
 

@@ -176,6 +176,13 @@ def test_modes_identical_on_random_weights(models, mode):
         assert 0 < sum(r.accepted for r in got) < sum(r.verified for r in got)  # accepted and rejected drafts
     key = [(p["rows"], p["tokens"], p["outputs"], p["positions_max"], p["context_max"]) for p in passes]
     assert key == [(p["rows"], p["tokens"], p["outputs"], p["positions_max"], p["context_max"]) for p in ref_passes]
+    # the static cache's passes carry the padded shape they ran at (rows and positions up to powers of two, slots
+    # up to the bucket's context), the dynamic cache's none
+    assert all(p["bucket"] is None for p in ref_passes) and passes
+    for p in passes:
+        rows, rest = p["bucket"].split("x")
+        width, slots = rest.split("@")
+        assert int(rows) >= p["rows"] and int(width) >= p["positions_max"] and int(slots) >= p["context_max"]
 
 
 def test_lossless_lr_sync_on_the_static_cache(models):

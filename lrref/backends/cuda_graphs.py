@@ -279,6 +279,7 @@ class StaticEngine(HFEngine):
         if self.mask.shape[1] + pow2(W) > cfg.max_slots and not self.mask.all():
             self._compact()
         b = cfg.bucket(B, W, self.mask.shape[1])
+        self.bucket_label = b.label()  # the pass record's bucket
         return self.arena.forward(b, inp, cmask, pos, self.mask)
 
     @torch.inference_mode()

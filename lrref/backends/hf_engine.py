@@ -175,6 +175,8 @@ class _Row(StepRow):
 class HFEngine:
     """A running batch of rows of one model; rows can join and leave between forward passes (:class:`Engine`)."""
 
+    bucket_label: str | None = None  #: the padded shape of the last pass (the static-cache engine's); None: its own
+
     def __init__(self, be, sampling: Sampling, ngram: NgramConfig, clock: Clock):  # be: an HFBackend
         self.be, self.sampling, self.ngram, self.clock = be, sampling, ngram, clock
         self.dev = be.device
@@ -319,7 +321,7 @@ class HFEngine:
         be.stats.count_pass(B, seconds)
         if be.pass_log is not None:
             be.pass_log(t0, seconds, [len(c) for c in chunks], valid_before, len(sel), torch.get_num_threads(),
-                        [r.request for r in self.rows])
+                        [r.request for r in self.rows], bucket=self.bucket_label)
         return logits, W
 
     def _run(self, inp: torch.Tensor, cmask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

@@ -25,15 +25,16 @@ __all__ = ["PassBuffer", "PassLog", "attached", "pass_record"]
 
 def pass_record(engine: str, t0: float, started: float, seconds: float, fed: Sequence[int],
                 context: Sequence[int], outputs: int, threads: int | None,
-                requests: Iterable[int | None] = ()) -> PassRecord:
+                requests: Iterable[int | None] = (), bucket: str | None = None) -> PassRecord:
     """The record of one pass that started at ``started`` (``perf_counter``) and fed ``fed[i]`` positions to row
-    ``i``, whose KV cache held ``context[i]`` tokens before it."""
+    ``i``, whose KV cache held ``context[i]`` tokens before it; ``bucket``: the padded shape it ran at
+    (:meth:`lrref.backends.static_cache.Bucket.label`), None at its own."""
     rows = len(fed)
     reqs = sorted({r for r in requests if r is not None})
     return PassRecord(engine=engine, start=round(started - t0, 6), seconds=round(seconds, 6), rows=rows,
                       tokens=int(sum(fed)), outputs=int(outputs), positions_max=int(max(fed, default=0)),
                       context=round(sum(context) / rows, 2) if rows else 0.0, context_max=int(max(context, default=0)),
-                      threads=threads, requests=reqs or None)
+                      threads=threads, requests=reqs or None, bucket=bucket)
 
 
 class PassLog:
@@ -48,10 +49,11 @@ class PassLog:
         self.write, self.engine, self.t0 = write, engine, t0
 
     def __call__(self, started: float, seconds: float, fed: Sequence[int], context: Sequence[int], outputs: int,
-                 threads: int | None, requests: Iterable[int | None] = (), engine: str | None = None) -> None:
+                 threads: int | None, requests: Iterable[int | None] = (), engine: str | None = None,
+                 bucket: str | None = None) -> None:
         """One pass (see :func:`pass_record`); ``engine`` overrides the log's (``'verifier'``)."""
         self.write(pass_record(engine or self.engine, self.t0, started, seconds, fed, context, outputs, threads,
-                               requests))
+                               requests, bucket))
 
 
 class PassBuffer(PassLog):
