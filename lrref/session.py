@@ -405,9 +405,9 @@ class Session:
             raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram "
                              "('+sd') separately")
         if (self.backend == "vllm" and cfg.draft_process and getattr(self.target, "cuda", False)
-                and not (cfg.draft_device or "").startswith("cuda:")):
+                and cfg.draft_device in (None, "cpu", "cuda", "cuda:0")):  # the target's engine holds cuda:0
             raise UsageError("lr-async on --backend vllm runs the draft's engine on a GPU of its own: give it one with "
-                             "--draft-device cuda:N (N other than the target's)")
+                             "--draft-device cuda:N, N >= 1 (the target's engine is on GPU 0)")
         if self.config.random is not None and cfg.max_tokens != self.config.max_tokens:
             replace(self.config, max_tokens=cfg.max_tokens)  # checks prompts + output against the positions
 

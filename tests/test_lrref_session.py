@@ -279,3 +279,28 @@ def test_a_threshold_needs_a_verifier_now_that_the_default_takes_none():
         SessionConfig(threshold=0.9)
     assert SessionConfig(threshold=0.9, verifier="math").verifier_config.t == 0.9
     assert SessionConfig(random_weights="tiny", threshold=0.3, max_tokens=64).verifier_config.t == 0.3
+
+
+@pytest.mark.parametrize("draft_device, refused", [(None, True), ("cuda", True), ("cuda:0", True), ("cpu", True),
+                                                   ("cuda:1", False)])
+def test_lr_async_on_a_vllm_gpu_target_needs_a_gpu_of_its_own_for_the_draft(draft_device, refused):
+    """lr-async on --backend vllm on a GPU: the draft's engine goes to the GPU --draft-device names, never to the
+    target's (GPU 0: each engine would claim most of its memory); other modes and a CPU target are not concerned."""
+    from types import SimpleNamespace
+
+    from lrref.config import DecodeConfig
+    from lrref.session import Session
+
+    def check(mode, cuda=True):
+        fake = SimpleNamespace(target=SimpleNamespace(cuda=cuda), paths={"target": "t", "draft": "d"}, draft=object(),
+                               backend="vllm", config=SimpleNamespace(modes=(mode,), random=None),
+                               _modes=[DecodeConfig(mode=mode)])
+        Session._check(fake, DecodeConfig(mode=mode, draft_device=draft_device))
+
+    if refused:
+        with pytest.raises(UsageError, match="--draft-device cuda:N, N >= 1"):
+            check("lr-async")
+    else:
+        check("lr-async")
+    check("lr-sync")
+    check("lr-async", cuda=False)
