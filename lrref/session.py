@@ -170,8 +170,8 @@ class SessionConfig:
 def _check_backend_flags(c: SessionConfig, cfgs: Sequence[DecodeConfig]) -> None:
     """Flags the named backend cannot honour (``auto`` picks hf whenever one of them needs torch)."""
     if c.backend == "vllm" and any(d.base == AUTO for d in cfgs):
-        raise UsageError("--mode auto measures every forward pass, and vLLM's happen inside its engine: use --backend "
-                         "hf or llamacpp")
+        raise UsageError("--mode auto switches n-gram on and off between cycles, and --backend vllm builds it into "
+                         "the engine: use --backend hf or llamacpp")
     if c.backend == "vllm" and len({d.ngram_cfg for d in cfgs}) > 1:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")

@@ -43,6 +43,7 @@ def config(**kw):
     (dict(verifier="random", threshold=1.5), "probability must be in [0, 1]"),
     (dict(verifier="maths"), "unknown verifier 'maths'"),
     (dict(backend="vllm", modes=("ar", "sd")), "--backend vllm builds n-gram into the engine"),
+    (dict(backend="vllm", modes=("auto",)), "--mode auto switches n-gram on and off between cycles"),
     (dict(backend="llamacpp", device="cuda"), "are for --backend hf, not llamacpp"),
     (dict(backend="hf", prefix_caching=False), "--no-prefix-caching applies to the llama.cpp backend"),
     (dict(prompt_tokens=10), "--prompt-tokens is for --random-weights"),
