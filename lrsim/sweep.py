@@ -117,17 +117,25 @@ def _chunks(items: list, workers: int, per_worker: int) -> list[list[tuple[int, 
 def _progress(total: int, enabled: bool, desc: str = "lrsim sweep", unit: str = "pt"):
     from tqdm import tqdm
 
-    return tqdm(total=total, unit=unit, file=sys.stderr, disable=not enabled, mininterval=0.5, smoothing=0.1,
-                desc=desc)
+    class Bar(tqdm):
+        monitor_interval = 0  # no monitor thread (tqdm starts one per process): the pool may then fork, _pool_context
+
+    return Bar(total=total, unit=unit, file=sys.stderr, disable=not enabled, mininterval=0.5, smoothing=0.1,
+               desc=desc)
 
 
 def _pool_context():
-    """``forkserver`` where there is one (Linux): workers forked from a clean server, never from this process, whose
-    threads (a progress bar's monitor, a notebook's) may hold locks at the fork that no child ever releases (a
-    20 s stall was seen); elsewhere the platform's default."""
+    """Where the workers come from: forked from this process, as always, unless other threads run in it (a progress
+    bar's monitor, a notebook's, a test runner's): a thread may hold a lock at the fork that no child ever releases
+    (a worker stalled 20 s in the test suite), so then from a forkserver (a clean process, whose children import
+    ``__main__`` again: a script needs its ``if __name__ == "__main__":`` guard there); the platform's default
+    where there is no forkserver."""
     import multiprocessing as mp
+    import threading
 
-    return mp.get_context("forkserver") if "forkserver" in mp.get_all_start_methods() else None
+    if threading.active_count() > 1 and "forkserver" in mp.get_all_start_methods():
+        return mp.get_context("forkserver")
+    return None
 
 
 def map_tasks(fn: Callable[[Any], Any], items: list, workers: int | None = None, scheduler: Any = None,

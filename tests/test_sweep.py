@@ -105,3 +105,21 @@ def test_distinct_seeds():
     own = run_grid({"steps": 300, "seed": 5}, {"c1": [0.1, 0.2]}, workers=1, distinct_seeds=True)
     assert [r["seed"] for r in same] == [5, 5] and [r["seed"] for r in own] == [5, 6]
     assert own[0]["speedup"] == same[0]["speedup"] and own[1]["speedup"] != same[1]["speedup"]
+
+
+def test_workers_come_from_a_forkserver_while_other_threads_run():
+    """A fork from a process with other threads may copy a lock some thread holds (a worker stalled 20 s inside
+    tests/test_cli.py): with a thread running, the pool's workers come from a forkserver."""
+    import threading
+
+    from lrsim.sweep import _pool_context
+
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        ctx = _pool_context()
+        assert ctx is not None and ctx.get_start_method() == "forkserver"
+    finally:
+        stop.set()
+        t.join()
