@@ -175,8 +175,8 @@ def _check_backend_flags(c: SessionConfig, cfgs: Sequence[DecodeConfig]) -> None
     if c.backend == "vllm" and len({d.ngram_cfg for d in cfgs}) > 1:
         raise UsageError("--backend vllm builds n-gram into the engine: run modes with and without n-gram ('+sd') "
                          "separately")
-    vllm_draft = c.backend == "vllm" and c.draft_device is not None  # lr-async's draft engine: cpu or cuda:N
-    if c.backend not in ("auto", "hf") and (c.device != "cpu" or c.draft_device and not vllm_draft or c.random_weights):
+    draft_device = c.draft_device and c.backend != "vllm"  # vllm: lr-async's draft engine, cpu or cuda:N
+    if c.backend not in ("auto", "hf") and (c.device != "cpu" or draft_device or c.random_weights):
         raise UsageError(f"--device, --draft-device and --random-weights are for --backend hf, not {c.backend} "
                          "(--draft-device also for lr-async's draft engine on vllm)")
     if c.backend not in ("auto", "llamacpp") and not c.prefix_caching:

@@ -1,4 +1,4 @@
-"""What the real-model decoder tests share (test_lrref_real.py, test_lrref_real_batch.py): SmolLM2-135M as target
+"""What the real-model tests share (test_lrref_real*.py): the models' names, the questions, SmolLM2-135M as target
 and draft in float32, and one decode of a few questions with a trace.
 
 Two modules rather than one so that pytest-xdist's workers (``--dist loadfile``) share the model tests evenly.
@@ -9,6 +9,7 @@ from conftest import SlowTarget, require_models
 from lrsim.trace import read_trace
 
 TINY = "smollm2-135m-instruct"
+QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")  # the default pair: draft, target
 QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does she spend?",
       "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"]
 

@@ -178,7 +178,11 @@ def test_a_vllm_draft_engine_gets_cores_or_a_gpu_of_its_own():
     """lr-async on --backend vllm: the draft process's engine binds the cores the target's bind leaves free (the last
     ones when it leaves none), or sees only the GPU of --draft-device; a GPU without an index is refused."""
     from lrref.decode.draft_worker import vllm_draft_env
+    from lrref.host.cpu import bind_cores
     from lrsim.errors import InputError
+
+    # one reading of a core list (lrref.backends.vllm.bound_cores counts it for the pass records' threads)
+    assert bind_cores("0-3,6|8-11") == (0, 1, 2, 3, 6) and bind_cores("auto") == bind_cores(None) == ()
 
     assert vllm_draft_env("cpu", 1, {"VLLM_CPU_OMP_THREADS_BIND": "0"}, cpus=2) == {"VLLM_CPU_OMP_THREADS_BIND": "1"}
     assert vllm_draft_env("cpu", 2, {"VLLM_CPU_OMP_THREADS_BIND": "0-3,6"}, cpus=8) == {

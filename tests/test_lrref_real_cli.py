@@ -9,15 +9,11 @@ import json
 
 import pytest
 from conftest import require_models
+from real_decode import QS, QWEN, TINY
 
 from lrsim.trace import read_trace
 
 pytestmark = pytest.mark.models  # every test here needs prepared models (pytest -m "not models" skips them)
-
-TINY = "smollm2-135m-instruct"
-QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
-QS = ["Mia buys 3 notebooks at $4 each and 2 pens at $1.50 each. How much does she spend?",
-      "Tom reads 18 pages a day. How many pages does he read in 2 weeks?"]
 
 
 # --- CLI end to end -----------------------------------------------------------------------------------

@@ -6,12 +6,9 @@ Apart from :mod:`test_lrref_real` so that the model tests spread over pytest-xdi
 
 import pytest
 from conftest import require_models
+from real_decode import QWEN
 
 pytestmark = pytest.mark.models  # every test here needs prepared models (pytest -m "not models" skips them)
-
-# --- the real default pair (short) ------------------------------------------------------------------------
-
-QWEN = ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct")
 
 
 @pytest.fixture(scope="module")

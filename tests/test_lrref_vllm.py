@@ -30,20 +30,12 @@ def engine():
     """(model directory, a float32 vLLM engine of SmolLM2 without n-gram) bound to core 0
     (``VLLM_CPU_OMP_THREADS_BIND=0`` while it starts), so that lr-async's draft engine gets core 1; one start for the
     tests that need no n-gram."""
-    import os
-
     (path,) = require_models("smollm2-135m-instruct")
     from lrref.backends.vllm import VLLMBackend
 
-    before = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
-    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "0"
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")
         return path, VLLMBackend(path, dtype="float32", max_model_len=1024)
-    finally:
-        if before is None:
-            os.environ.pop("VLLM_CPU_OMP_THREADS_BIND")
-        else:
-            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = before
 
 
 def test_vllm_steps_match_the_step_rule_and_hf_greedy(engine):

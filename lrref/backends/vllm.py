@@ -54,14 +54,13 @@ process's global random state with ``seed`` when its engine core runs in-process
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lrsim.errors import InputError
 
-from ..host.cpu import resolve_dtype, set_torch_threads
+from ..host.cpu import bind_cores, resolve_dtype, set_torch_threads
 from .base import BackendStats, Clock, Sampling, StepOut, StepRequest, chat_messages, run_steps
 from .ngram import NgramConfig
 from .passes import PassLog
@@ -77,15 +76,8 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core 
 
 def bound_cores(spec: str | None) -> int | None:
     """Cores in a ``VLLM_CPU_OMP_THREADS_BIND`` list (its first rank's: ``0-3|4-7`` -> 4); None for ``auto``,
-    ``nobind`` or anything else that is not a core list."""
-    first = (spec or "").split("|")[0].strip()
-    if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", first):
-        return None
-    cores: set[int] = set()
-    for part in first.split(","):
-        a, _, b = part.partition("-")
-        cores.update(range(int(a), int(b or a) + 1))
-    return len(cores)
+    ``nobind`` or anything else that is not a core list (:func:`lrref.host.cpu.bind_cores`)."""
+    return len(bind_cores(spec)) or None
 
 
 @dataclass

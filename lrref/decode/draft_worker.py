@@ -42,7 +42,7 @@ from ..backends.base import Backend, Engine, Sampling, StepRequest
 from ..backends.build import draft_backend
 from ..backends.ngram import NgramConfig
 from ..backends.passes import PassBuffer, PassLog
-from ..host.cpu import resolve_dtype
+from ..host.cpu import bind_cores, resolve_dtype
 from .messages import (
     Cancelled,
     Chain,
@@ -64,17 +64,6 @@ from .seed import step_seed
 DRAFT_KINDS = ("hf", "llamacpp", "vllm")  # backends a draft process can run
 
 
-def _cores(spec: str) -> list[int]:
-    """The cores of one ``VLLM_CPU_OMP_THREADS_BIND`` rank (``0-3,6``); [] when it is not a core list."""
-    out: list[int] = []
-    for part in spec.split("|")[0].split(","):
-        a, _, b = part.strip().partition("-")
-        if not (a.isdigit() and (not b or b.isdigit())):
-            return []
-        out += range(int(a), int(b or a) + 1)
-    return out
-
-
 def vllm_draft_env(device: str, threads: int, environ: dict | None = None, cpus: int | None = None) -> dict[str, str]:
     """The environment a vLLM draft process adds to the target's, so that the two engines do not share a core or a GPU.
 
@@ -86,7 +75,7 @@ def vllm_draft_env(device: str, threads: int, environ: dict | None = None, cpus:
 
     :raises InputError: ``cuda`` without an index: two vLLM engines on one GPU would each claim most of its memory.
     """
-    env = dict(os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
     if device.startswith("cuda"):
         _, _, idx = device.partition(":")
         if not idx.isdigit():
@@ -99,7 +88,7 @@ def vllm_draft_env(device: str, threads: int, environ: dict | None = None, cpus:
                              f"{len(visible)} GPU(s)")
         return {"CUDA_VISIBLE_DEVICES": visible[n] if visible else idx}
     n = cpus or os.cpu_count() or 1
-    taken = set(_cores(env.get("VLLM_CPU_OMP_THREADS_BIND", "")) or range(n))
+    taken = set(bind_cores(env.get("VLLM_CPU_OMP_THREADS_BIND")) or range(n))
     free = [c for c in range(n) if c not in taken][:threads]
     if len(free) < threads:
         free = list(range(max(0, n - threads), n))
@@ -199,11 +188,11 @@ def worker_main(conn, path: str, dtype: str, threads: int, t0: float, max_step: 
     environment before the model loads, :func:`vllm_draft_env`)."""
     os.environ.update(env or {})
     try:
-        be = draft_backend(kind, path, dtype, threads, pool_size, device, random, prefix_caching,
-                           ngram=NgramConfig(**ngram))
+        ng = NgramConfig(**ngram)
+        be = draft_backend(kind, path, dtype, threads, pool_size, device, random, prefix_caching, ngram=ng)
         samp = Sampling(**sampling)
         clock = lambda: time.perf_counter() - t0  # noqa: E731 - CLOCK_MONOTONIC is shared by processes
-        eng = be.engine(samp, NgramConfig(**ngram), clock)
+        eng = be.engine(samp, ng, clock)
         be.pass_log = passes = PassBuffer("draft", t0)
 
         def send(msg: FromWorker) -> None:  # this process's passes first, then the message

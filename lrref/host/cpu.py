@@ -14,6 +14,7 @@ cached per process.
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 import time
 from functools import lru_cache
@@ -30,6 +31,19 @@ PROBE_MAX_RATIO = 1.25  # bf16 no more than 25% slower than float32 in the probe
 _TORCH_CHECKS = {"avx2": "_is_avx2_supported", "avx512f": "_is_avx512_supported", "avx512_vnni": "_is_vnni_supported",
                  "avx512_bf16": "_is_avx512_bf16_supported", "amx_tile": "_is_amx_tile_supported",
                  "amx_fp16": "_is_amx_fp16_supported"}
+
+
+def bind_cores(spec: str | None) -> tuple[int, ...]:
+    """The cores of a ``VLLM_CPU_OMP_THREADS_BIND`` core list, its first rank's (``0-3,6|8-11`` -> 0, 1, 2, 3, 6),
+    sorted, each once; () for ``auto``, ``nobind`` or anything else that is not a core list."""
+    first = (spec or "").split("|")[0].strip()
+    if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", first):
+        return ()
+    cores: set[int] = set()
+    for part in first.split(","):
+        a, _, b = part.partition("-")
+        cores.update(range(int(a), int(b or a) + 1))
+    return tuple(sorted(cores))
 
 
 @lru_cache(maxsize=1)
