@@ -108,7 +108,8 @@ def _behaviour(alpha1: float, alpha2: float | None, step_tokens: Any, draft_toke
 def plan(alpha1: float = 0.6, c1: float = 0.1, alpha2: float = 0.6, c2: float = 0.05, budget: int = 16,
          mode: str = "async", *, top: int = 10, traces: Traces | None = None, hardware: Any = None,
          k2_max: int = 8, k1_max: int | None = None, bootstrap: int = 0, step_tokens: Any = 52,
-         request_tokens: Any = None, prompt_tokens: int = 0, progress: bool = False) -> PlanResult:
+         request_tokens: Any = None, prompt_tokens: int = 0, progress: bool = False,
+         workers: int | None = 1) -> PlanResult:
     """The best split of a parallel budget ``M`` between step level (``k1``) and token level (``k2``).
 
     Without ``traces`` and ``hardware``: the paper's closed forms, exact (``lrsim plan``).  With
@@ -118,6 +119,7 @@ def plan(alpha1: float = 0.6, c1: float = 0.1, alpha2: float = 0.6, c2: float = 
     ``c1`` and ``c2`` then come from the workload.
 
     :param bootstrap: simulated plans: replicates for the best's 95% interval (0: none; traces only).
+    :param workers: simulated plans: processes (None: one per core); the plan is the same with any number.
     """
     if traces is None and hardware is None:
         from .format import format_plan
@@ -129,23 +131,25 @@ def plan(alpha1: float = 0.6, c1: float = 0.1, alpha2: float = 0.6, c2: float = 
         return PlanResult(format_plan(p), p, "closed form", p.mode, p.k1, p.k2, p.speedup, None, p.budget,
                           p.pure_token.speedup, p.pure_step.speedup, table, [])
     return _simulated_plan(_traces(traces), hardware, budget, top, k2_max, k1_max, bootstrap,
-                           _behaviour(alpha1, alpha2, step_tokens, None, request_tokens, prompt_tokens), progress)
+                           _behaviour(alpha1, alpha2, step_tokens, None, request_tokens, prompt_tokens), progress,
+                           workers)
 
 
 def _simulated_plan(traces: list | None, hw: Any, budget: int, top: int, k2_max: int, k1_max: int | None,
-                    bootstrap: int, numbers: Any, progress: bool) -> PlanResult:
+                    bootstrap: int, numbers: Any, progress: bool, workers: int | None = 1) -> PlanResult:
     from .prediction.outcome import format_trace_plan
 
     if hw is None:
         from .prediction.replay import plan_from_traces
 
-        tp, source = plan_from_traces(traces, budget, k2_max=k2_max, bootstrap=bootstrap, progress=progress), "traces"
+        tp = plan_from_traces(traces, budget, k2_max=k2_max, bootstrap=bootstrap, progress=progress, workers=workers)
+        source = "traces"
     else:
         from .prediction.compose import plan as composed
 
         what = "traces" if traces is not None else "numbers"
         tp = composed(traces if traces is not None else numbers, hw, budget, k2_max=k2_max, bootstrap=bootstrap,
-                      k1_max=k1_max, progress=progress)
+                      k1_max=k1_max, progress=progress, workers=workers)
         source = f"{what} on {hw.name} ({hw.target_arch} target, {hw.draft_arch} draft)"
     ranked = [{"rank": i} | r for i, r in enumerate(tp.ranked, 1)]
     cols = ("rank", "mode", "k1", "k2", "width", "positions", "speedup")

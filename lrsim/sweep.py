@@ -19,7 +19,6 @@ import itertools
 import json
 import math
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 
 from .atomic import atomic_write, check_writable
 from .errors import InputError
+from .progress import bar
 from .sim import SimConfig, simulate
 
 GRID_SYNTAX = "V | A,B,C | START:STOP:NUM (NUM evenly spaced values, both ends included)"
@@ -115,13 +115,7 @@ def _chunks(items: list, workers: int, per_worker: int) -> list[list[tuple[int, 
 
 
 def _progress(total: int, enabled: bool, desc: str = "lrsim sweep", unit: str = "pt"):
-    from tqdm import tqdm
-
-    class Bar(tqdm):
-        monitor_interval = 0  # no monitor thread (tqdm starts one per process): the pool may then fork, _pool_context
-
-    return Bar(total=total, unit=unit, file=sys.stderr, disable=not enabled, mininterval=0.5, smoothing=0.1,
-               desc=desc)
+    return bar(total=total, desc=desc, enabled=enabled, unit=unit, mininterval=0.5, smoothing=0.1)
 
 
 def _pool_context():

@@ -65,7 +65,8 @@ def _simulated(a: argparse.Namespace, hw, traces) -> str:
         from ..prediction.replay import plan_from_traces
 
         traces = read_traces(a.trace)
-        tp = plan_from_traces(traces, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, progress=progress)
+        tp = plan_from_traces(traces, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, progress=progress,
+                              workers=a.workers)
         return _simulated_out(a, tp, format_trace_plan(tp, a.top), traces, None)
     from ..prediction.compose import plan as composed_plan
 
@@ -74,7 +75,7 @@ def _simulated(a: argparse.Namespace, hw, traces) -> str:
     else:
         source, what = behaviour(a, a.alpha1, a.alpha2), "numbers"
     tp = composed_plan(source, hw, a.budget, k2_max=a.k2_max, bootstrap=a.bootstrap, k1_max=a.k1_max,
-                       progress=progress)
+                       progress=progress, workers=a.workers)
     text = f"{what} on {hw.name} ({hw.target_arch} target, {hw.draft_arch} draft)"
     return _simulated_out(a, tp, format_trace_plan(tp, a.top, text), source if what == "traces" else None, hw)
 
@@ -121,7 +122,7 @@ def _rate(a: argparse.Namespace) -> str:
 
 LOAD_FLAGS = ("requests", "arrival", "arrival_cv", "output_tokens", "max_num_seqs", "max_num_batched_tokens",
               "kv_capacity_tokens", "verifier_slots", "reprice", "slo_ttft_s", "slo_tpot_ms", "slo_e2e_s",
-              "replications", "warmup", "workers", "scheduler")
+              "replications", "warmup", "scheduler")
 
 
 def run(a: argparse.Namespace) -> str:

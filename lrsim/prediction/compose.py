@@ -48,11 +48,13 @@ from ..dists import Constant, Dist, Empirical
 from ..errors import InputError
 from ..fields import option
 from ..modes import LR_MODES
+from ..progress import bar
 from ..sim import Continuable, SimConfig, sharing, simulate
 from ..theory import forms as theory
 from ..trace import Setting, Trace, recorded_setting
 from .calibrate import calibrate
 from .outcome import TINY_C2, Prediction, TracePlan, candidates
+from .workers import Job, executor
 
 #: tokens of the LLM-as-a-judge prompt without its two steps: lrref's judge prompt (the paper's, seed 000) in
 #: Qwen2.5's chat template, counted with the Qwen2.5 tokenizer (system + user template + "[").
@@ -393,17 +395,44 @@ def _bootstrap(traces: list[Trace], hw: HardwareSpec, setting: Setting, steps: i
 
     :raises InputError: fewer than half the resamples (or 10) hold a verified draft step where the setting needs one.
     """
-    from tqdm.auto import tqdm
+    draws = _Resamples(traces, seed)
+    reps = [replicate(draws[i], hw, setting, steps, seed, i, correlation, retime)
+            for i in bar(range(n), desc="bootstrap", enabled=progress, leave=False)]
+    return bootstrap_interval(reps, n)
 
-    rng, reps = np.random.default_rng(seed), []
-    needs_alpha1 = setting.mode != "ar" and setting.k1 > 1
-    for i in tqdm(range(n), desc="bootstrap", disable=not progress, leave=False):
-        sample = resample_blocks(traces, rng)
-        b = behaviour_from_traces(sample)
-        if needs_alpha1 and not 0 <= b.alpha1 <= 1:  # a resample that drew no verified draft: no acceptance to
-            continue  # recalibrate, so no replicate (the traces' few drafts widen the interval this way)
-        h = trace_hardware(sample, b.alpha2) if retime else hw
-        reps.append(run(b, h, setting, max(steps // 4, 2000), seed + 1 + i, correlation).speedup)
+
+class _Resamples:
+    """The bootstrap's resamples of ``traces`` in order (one generator seeded ``seed``), drawn as first asked for:
+    a worker that runs replicate ``i`` draws those before it too, so every process draws the same ``i``-th."""
+
+    def __init__(self, traces: list[Trace], seed: int):
+        self.traces, self.rng, self.drawn = traces, np.random.default_rng(seed), []
+
+    def __getitem__(self, i: int) -> list[Trace]:
+        while len(self.drawn) <= i:
+            self.drawn.append(resample_blocks(self.traces, self.rng))
+        return self.drawn[i]
+
+
+def replicate(sample: list[Trace], hw: HardwareSpec, setting: Setting, steps: int, seed: int, i: int,
+              correlation: float, retime: bool) -> float | None:
+    """Bootstrap replicate ``i``: the speedup of ``setting`` on the behaviour (and with ``retime`` the timing)
+    recalibrated from ``sample``, with seed ``seed + 1 + i`` and ``max(steps / 4, 2000)`` steps; None where the
+    setting needs a step acceptance and the resample drew no verified draft (the traces' few drafts widen the
+    interval this way)."""
+    b = behaviour_from_traces(sample)
+    if setting.mode != "ar" and setting.k1 > 1 and not 0 <= b.alpha1 <= 1:
+        return None
+    h = trace_hardware(sample, b.alpha2) if retime else hw
+    return run(b, h, setting, max(steps // 4, 2000), seed + 1 + i, correlation).speedup
+
+
+def bootstrap_interval(reps: Sequence[float | None], n: int) -> tuple[float, float, int]:
+    """The percentile 95% interval of the replicates that hold a speedup, and how many do.
+
+    :raises InputError: fewer than half of ``n`` (or 10).
+    """
+    reps = [r for r in reps if r is not None]
     if len(reps) < max(10, n // 2):
         raise InputError(f"bootstrap: only {len(reps)} of {n} resamples of these traces hold a verified draft step, "
                          "too few for an interval; record more, or pass --bootstrap 0")
@@ -466,11 +495,12 @@ def async_depth_limit(b: Behaviour, hw: HardwareSpec, budget: int) -> int:
 
 
 REFINE = 10  #: candidates re-simulated with the full number of steps after screening
+ASYNC_COST = 6.0  #: an async step's simulation time over a sync step's (the screening's balance; ~13 us vs ~2 us)
 
 
 def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, k2_max: int = 8, steps: int = 4000,
          seed: int = 0, bootstrap: int = 20, k1_max: int | None = None, progress: bool = False,
-         traces: Sequence[Trace] | None = None, retime: bool = False) -> TracePlan:
+         traces: Sequence[Trace] | None = None, retime: bool = False, workers: int | None = 1) -> TracePlan:
     """Rank every (mode, k1, k2) under ``budget`` on the composed workload (``behaviour``, ``traces`` and
     ``retime`` as in :func:`predict`: traces are calibrated once).
 
@@ -483,38 +513,89 @@ def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, 
     The numbers are those of separate runs; the work is not repeated: a
     refined or winning configuration continues its screening run
     (:class:`lrsim.sim.Continuable`), and sync depths of one ``k2`` share the
-    passes of their steps (:func:`lrsim.sim.sharing`).
+    passes of their steps (:func:`lrsim.sim.sharing`).  ``workers``: processes
+    (None or 0: one per core; :mod:`lrsim.prediction.workers`); the result is the same with any number.
     """
+    b, traces = _halves(behaviour, traces)
     token = _LIVE.set({})
     try:
-        with sharing():
-            return _plan(behaviour, hw, budget, k2_max, steps, seed, bootstrap, k1_max, progress, traces, retime)
+        with sharing(), executor(_Runs(b, hw, seed, traces, retime), workers) as ex:
+            return _plan(b, hw, budget, k2_max, steps, bootstrap, k1_max, progress, traces, ex)
     finally:
         _LIVE.reset(token)
 
 
-def _plan(behaviour, hw: HardwareSpec, budget: int, k2_max: int, steps: int, seed: int, bootstrap: int,
-          k1_max: int | None, progress: bool, traces: Sequence[Trace] | None, retime: bool) -> TracePlan:
-    b, traces = _halves(behaviour, traces)
+class _Runs:
+    """A plan's simulations (the jobs of :mod:`lrsim.prediction.workers`: in this process or a forked worker, which
+    keeps its runs to continue them): one behaviour, hardware and seed; ``memo`` keeps the baselines."""
+
+    def __init__(self, b: Behaviour, hw: HardwareSpec, seed: int, traces: list | None, retime: bool):
+        self.b, self.hw, self.seed, self.traces, self.retime, self.memo = b, hw, seed, traces, retime, {}
+        self.draws: _Resamples | None = None
+
+    def rows(self, jobs: Sequence[tuple[Setting, int]]) -> list[tuple[float, int] | str]:
+        """Per ``(setting, steps)``: ``(speedup, peak positions)``, or why the profile cannot price it."""
+        return [self.row(s, n) for s, n in jobs]
+
+    def row(self, s: Setting, n: int) -> tuple[float, int] | str:
+        try:
+            o = run(self.b, self.hw, s, n, self.seed, memo=self.memo)
+        except InputError as e:
+            return str(e)
+        return float(o.speedup), int(o.run.peak_positions)
+
+    def speedup(self, s: Setting, n: int) -> tuple[float | None, str | None]:
+        """The simulated speedup of ``s``, or None and why the profile cannot price it."""
+        r = self.row(s, n)
+        return (None, r) if isinstance(r, str) else (r[0], None)
+
+    def predict(self, s: Setting, steps: int) -> Prediction:
+        """:func:`predict` of ``s`` without its bootstrap (:meth:`replicate` gives that)."""
+        return predict(self.b, self.hw, s, steps=steps, seed=self.seed, bootstrap=0, traces=self.traces,
+                       retime=self.retime)
+
+    def replicate(self, s: Setting, steps: int, i: int) -> float | None:
+        """Bootstrap replicate ``i`` of :func:`predict`'s interval for ``s``."""
+        if self.draws is None:
+            self.draws = _Resamples(self.traces, self.seed)
+        return replicate(self.draws[i], self.hw, s, steps, self.seed, i, 0.0, self.retime)
+
+
+def _cost(s: Setting, steps: int) -> float:
+    """The work of simulating ``steps`` steps of ``s``, in sync steps (for balance only)."""
+    return steps * (ASYNC_COST if s.mode == "async" else 1.0)
+
+
+def _job(s: Setting, steps: int, have: int = 0, method: str = "row") -> Job:
+    """The job that takes ``s`` to ``steps`` (``have``: steps it was run before; for balance)."""
+    return Job(method, (s, steps), (s,), steps, _cost(s, steps - have))
+
+
+def _plan(b: Behaviour, hw: HardwareSpec, budget: int, k2_max: int, steps: int, bootstrap: int,
+          k1_max: int | None, progress: bool, traces: list | None, ex) -> TracePlan:
     if not 0 <= b.alpha1 <= 1:
         raise InputError("no step acceptance (alpha1): cannot plan LR")
     if hw.draft_arch is None:
         raise InputError("planning LR needs a draft architecture (--draft-arch)")
     k2s = list(range(1, k2_max + 1)) if b.alpha2 is not None else [1]
     deepest = k1_max or async_depth_limit(b, hw, budget)
-    memo: dict = {}
-    ranked, skipped = _screen(b, hw, budget, k2s, deepest, max(steps // 4, 1000), seed, progress, memo)
+    ranked, skipped = _screen(b, hw, budget, k2s, deepest, max(steps // 4, 1000), progress, ex)
     if not ranked:
         raise InputError(f"no configuration under M = {budget} can be priced on this profile"
                          + (f" ({skipped[0]})" if skipped else ""))
-    live, keep = _LIVE.get(), {(r["mode"], r["k1"], r["k2"], r["width"]) for r in ranked[:REFINE]}
-    for key in [k for k in live if k[2:6] not in keep]:  # only the refined runs go on
-        del live[key]
-    ranked = _refine(b, hw, budget, ranked, steps, seed, memo)
+    ranked = _refine(budget, ranked, steps, ex)
     top = ranked[0]
-    best = predict(b, hw, Setting(top["mode"], top["k1"], top["k2"], top["width"]), steps=steps * 4, seed=seed,
-                   bootstrap=bootstrap, progress=progress, traces=traces, retime=retime)
-    cf, csim = closed_form_plan_of(b, hw, budget, steps, seed, memo)
+    cf, s = closed_form_choice(b, hw, budget)
+    win = Setting(top["mode"], top["k1"], top["k2"], top["width"])
+    reps = bootstrap if traces is not None and bootstrap >= 10 else 0
+    jobs = [_job(win, steps * 4, method="predict"), _job(s, steps, method="speedup")]
+    jobs += [Job("replicate", (win, steps * 4, i), (), 0, _cost(win, max(steps, 2000))) for i in range(reps)]
+    with bar(total=reps, desc="bootstrap", enabled=progress and reps > 0, leave=False) as shown:
+        best, (simulated, why), *drawn = ex.map(jobs, lambda j: shown.update(int(j >= 2)))
+    if reps:  # the winner's interval: the bootstrap's (as predict gives it), its replicates run beside the rest
+        *ci, n = bootstrap_interval(drawn, reps)
+        best = replace(best, speedup_ci95=tuple(ci), replicates=n)
+    csim = _closed_form_priced(cf, s, simulated, why)
     screen = max(steps // 4, 1000)
     out = [f"async look-ahead searched up to k1 = {deepest}; the best {REFINE} of the screening ({screen} steps "
            f"each; async by successive halving: {max(screen // 4, 1)} each, the better half (at least "
@@ -527,13 +608,13 @@ def _plan(behaviour, hw: HardwareSpec, budget: int, k2_max: int, steps: int, see
     return TracePlan(budget, best, ranked, cf, csim, out)
 
 
-def _row(s: Setting, o: Outcome, steps: int) -> dict:
-    return {"mode": s.mode, "k1": s.k1, "k2": s.k2, "width": s.width, "positions": o.run.peak_positions,
-            "speedup": float(o.speedup), "steps": steps}
+def _row(s: Setting, r: tuple[float, int], steps: int) -> dict:
+    return {"mode": s.mode, "k1": s.k1, "k2": s.k2, "width": s.width, "positions": r[1], "speedup": r[0],
+            "steps": steps}
 
 
-def _screen(b: Behaviour, hw: HardwareSpec, budget: int, k2s: list[int], deepest: int, steps: int, seed: int,
-            progress: bool, memo: dict) -> tuple[list[dict], list[str]]:
+def _screen(b: Behaviour, hw: HardwareSpec, budget: int, k2s: list[int], deepest: int, steps: int, progress: bool,
+            ex) -> tuple[list[dict], list[str]]:
     """Every candidate's simulated speedup, best first, and why some could not be priced.
 
     Async stops deepening for a ``k2`` once its peak exceeds the budget (a deeper look-ahead holds at least as many).
@@ -541,63 +622,81 @@ def _screen(b: Behaviour, hw: HardwareSpec, budget: int, k2s: list[int], deepest
     ``2 REFINE``) of those within the budget continued to ``steps / 2``, the better half of those (at least ``2
     REFINE``) to ``steps`` (continued runs: the numbers of runs that long); each row holds the steps it got.  A
     depth that exceeds the budget when continued is dropped with the deeper ones of its ``k2``.
+    Sync (and ``ar``) depths of one ``k2`` are one job, so that one process shares their passes.
     """
-    from tqdm.auto import tqdm
-
-    ranked, over, skipped = [], set(), []
     cands = [s for s in candidates(budget, k2s) if s.mode != "async" or s.k1 <= deepest]
     short = max(steps // 4, 1)
+    groups: dict[tuple, list[int]] = {}
+    for i, s in enumerate(cands):
+        groups.setdefault((s.mode, s.k2) if s.mode != "async" else i, []).append(i)
+    members = list(groups.values())
+    jobs = []
+    for idx in members:
+        s0 = cands[idx[0]]
+        if s0.mode == "async":
+            jobs.append(_job(s0, short))
+        else:
+            jobs.append(Job("rows", ([(cands[i], steps) for i in idx],), tuple(cands[i] for i in idx), steps,
+                            steps * len(idx)))
+    with bar(total=len(cands), desc="candidates", enabled=progress, leave=False) as shown:
+        results = ex.map(jobs, lambda j: shown.update(len(members[j])))
+    got: list = [None] * len(cands)
+    for idx, r in zip(members, results):
+        for i, x in zip(idx, r if isinstance(r, list) else [r]):
+            got[i] = x
+    ranked, over, skipped = [], {}, []  # over: k2 -> the shallowest async depth over the budget
     race = []  # the async rows still continued
-    for s in tqdm(cands, desc="candidates", disable=not progress, leave=False):
-        if s.mode == "async" and s.k2 in over:
+    for s, r in zip(cands, got):
+        if s.mode == "async" and s.k1 > over.get(s.k2, math.inf):
+            continue  # deeper than a depth over the budget: not screened (it ran only to keep the workers busy)
+        if isinstance(r, str):
+            skipped.append(f"{s.mode} k1 = {s.k1}, k2 = {s.k2}: {r}")
             continue
         n = short if s.mode == "async" else steps
-        try:
-            o = run(b, hw, s, n, seed, memo=memo)
-        except InputError as e:
-            skipped.append(f"{s.mode} k1 = {s.k1}, k2 = {s.k2}: {e}")
-            continue
-        if o.run.peak_positions <= budget:
-            ranked.append(_row(s, o, n))
+        if r[1] <= budget:
+            ranked.append(_row(s, r, n))
             if s.mode == "async":
                 race.append(ranked[-1])
         elif s.mode == "async":
-            over.add(s.k2)
-    n, too_deep = short, {}  # k2 -> the shallowest depth over the budget when continued
-    while n < steps and race:
-        n = min(2 * n, steps)
-        race.sort(key=lambda r: -r["speedup"])
-        go, race = race[:max(2 * REFINE, (len(race) + 1) // 2)], []
-        for row in go:
-            s = Setting(row["mode"], row["k1"], row["k2"], row["width"])
-            o = run(b, hw, s, n, seed, memo=memo)
-            if o.run.peak_positions <= budget:
-                row.update(_row(s, o, n))
-                race.append(row)
-            else:
-                too_deep[s.k2] = min(too_deep.get(s.k2, s.k1), s.k1)
-        race = [r for r in race if r["k1"] < too_deep.get(r["k2"], math.inf)]
+            over[s.k2] = s.k1
+    too_deep = _halve(race, budget, short, steps, ex)
     ranked = [r for r in ranked if r["mode"] != "async" or r["k1"] < too_deep.get(r["k2"], math.inf)]
     ranked.sort(key=lambda r: -r["speedup"])
     return ranked, skipped
 
 
-def _refine(b: Behaviour, hw: HardwareSpec, budget: int, ranked: list[dict], steps: int, seed: int,
-            memo: dict) -> list[dict]:
+def _halve(race: list[dict], budget: int, n: int, steps: int, ex) -> dict[int, int]:
+    """Successive halving of the async rows in ``race`` (screened with ``n`` steps; updated in place) up to
+    ``steps``; per ``k2``, the shallowest depth over the budget when continued."""
+    too_deep: dict[int, int] = {}
+    while n < steps and race:
+        before, n = n, min(2 * n, steps)
+        race.sort(key=lambda r: -r["speedup"])
+        go, race = race[:max(2 * REFINE, (len(race) + 1) // 2)], []
+        sets = [Setting(row["mode"], row["k1"], row["k2"], row["width"]) for row in go]
+        for row, s, r in zip(go, sets, ex.map([_job(s, n, before) for s in sets])):
+            if r[1] <= budget:
+                row.update(_row(s, r, n))
+                race.append(row)
+            else:
+                too_deep[s.k2] = min(too_deep.get(s.k2, s.k1), s.k1)
+        race = [r for r in race if r["k1"] < too_deep.get(r["k2"], math.inf)]
+    return too_deep
+
+
+def _refine(budget: int, ranked: list[dict], steps: int, ex) -> list[dict]:
     """The best :data:`REFINE` screened candidates simulated again with ``steps``; best first."""
     out = list(ranked)
-    for i, row in enumerate(ranked[:REFINE]):
-        s = Setting(row["mode"], row["k1"], row["k2"], row["width"])
-        o = run(b, hw, s, steps, seed, memo=memo)
-        out[i] = _row(s, o, steps) if o.run.peak_positions <= budget else None
+    sets = [Setting(row["mode"], row["k1"], row["k2"], row["width"]) for row in ranked[:REFINE]]
+    for i, (s, r) in enumerate(zip(sets, ex.map([_job(s, steps, row["steps"]) for s, row in zip(sets, ranked)]))):
+        out[i] = _row(s, r, steps) if r[1] <= budget else None
     out = [r for r in out if r is not None]
     out.sort(key=lambda r: (-r["steps"], -r["speedup"]))  # re-simulated first, then the screening's order
     return out
 
 
-def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int, seed: int,
-                      memo: dict) -> tuple[dict, dict]:
-    """The paper's plan on (alpha1, the profile's c1, alpha2) per mode, and its choice priced by the simulator."""
+def closed_form_choice(b: Behaviour, hw: HardwareSpec, budget: int) -> tuple[dict, Setting]:
+    """The paper's plan on (alpha1, the profile's c1, alpha2) per mode, and the best mode's choice."""
     from ..planner import plan as closed_plan
 
     clip = partial(min, 1 - 1e-6)
@@ -607,13 +706,24 @@ def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int,
         p = closed_plan(a1, hw.c1(mode, b.prompt_tokens), a2, TINY_C2, budget, mode)
         cf[mode] = {"k1": p.k1, "k2": p.k2 if b.alpha2 is not None else 1, "speedup": p.speedup}
     mode = max(cf, key=lambda m: cf[m]["speedup"])
-    s = Setting(mode, cf[mode]["k1"], cf[mode]["k2"])
+    return cf, Setting(mode, cf[mode]["k1"], cf[mode]["k2"])
+
+
+def _closed_form_priced(cf: dict, s: Setting, simulated: float | None, why: str | None) -> dict:
+    return {"mode": s.mode, "k1": s.k1, "k2": s.k2, "simulated_speedup": simulated,
+            "closed_form_speedup": cf[s.mode]["speedup"]} | ({"not_priced": why} if why else {})
+
+
+def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int, seed: int,
+                        memo: dict) -> tuple[dict, dict]:
+    """The paper's plan on (alpha1, the profile's c1, alpha2) per mode, and its choice priced by the simulator
+    (None, and why, where the choice needs a pass the profile did not measure)."""
+    cf, s = closed_form_choice(b, hw, budget)
     try:
         simulated, why = float(run(b, hw, s, steps, seed, memo=memo).speedup), None
-    except InputError as e:  # the paper's choice needs a pass the profile did not measure: say so, plan on
+    except InputError as e:
         simulated, why = None, str(e)
-    return cf, {"mode": mode, "k1": s.k1, "k2": s.k2, "simulated_speedup": simulated,
-                "closed_form_speedup": cf[mode]["speedup"]} | ({"not_priced": why} if why else {})
+    return cf, _closed_form_priced(cf, s, simulated, why)
 
 
 def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> HardwareSpec:

@@ -67,14 +67,15 @@ def predict(traces: Sequence[Trace], setting: Setting, steps: int = 20_000, seed
 
 
 def plan_from_traces(traces: Sequence[Trace], budget: int, k2_max: int = 8, steps: int = 4000, seed: int = 0,
-                     bootstrap: int = 20, progress: bool = False) -> TracePlan:
+                     bootstrap: int = 20, progress: bool = False, workers: int | None = 1) -> TracePlan:
     """Rank every configuration under ``budget`` by simulated speedup on the recorded workload
-    (:func:`lrsim.prediction.compose.plan` on the traces' own behaviour and profile)."""
+    (:func:`lrsim.prediction.compose.plan` on the traces' own behaviour and profile; ``workers`` as there)."""
     traces = list(traces)
     b, hw = _calibrated(traces)
     if b.alpha1 is None or not 0 <= b.alpha1 <= 1:
         raise InputError("these traces hold no verified drafts: cannot plan LR")
-    return compose.plan(b, hw, budget, k2_max, steps, seed, bootstrap, progress=progress, traces=traces, retime=True)
+    return compose.plan(b, hw, budget, k2_max, steps, seed, bootstrap, progress=progress, traces=traces, retime=True,
+                        workers=workers)
 
 
 def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, seed: int = 0) -> tuple[dict, dict]:
