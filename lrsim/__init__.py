@@ -26,7 +26,7 @@ Never imports torch.  Modules:
 - :mod:`lrsim.gpu`        operator-level hardware model of GPUs nobody here measured (``model:DEVICE[:tpN]...``),
                           engine releases as versioned models (``lrsim.gpu.engines``)
 - :mod:`lrsim.prediction` prediction from traces: calibrate, compose (behaviour + a hardware spec), replay,
-                          vLLM's spec-decode metrics, and what predictions return
+                          vLLM's spec-decode metrics, what predictions return, a plan's workers (every core)
 - :mod:`lrsim.adaptive`   adaptive LR: the policy (numpy only), its simulation, its traces
 - :mod:`lrsim.serve`      serving under load: batched engines, requests, TTFT/TPOT/goodput, crossover rates
 - :mod:`lrsim.dists`      distributions of step lengths, request lengths and verifier latencies
@@ -34,6 +34,7 @@ Never imports torch.  Modules:
 - :mod:`lrsim.trace`      the lr-trace format shared with the reference decoder, and the run's ``setting``
 - :mod:`lrsim.format`     the text of a closed-form plan and of a simulation (the CLI's and the API's)
 - :mod:`lrsim.stats`      Wilson interval and batch means
+- :mod:`lrsim.progress`   progress bars on stderr that start no thread (so that a process may still fork)
 - :mod:`lrsim.atomic`     atomic file writes
 - :mod:`lrsim.modes`      the mode registry (each mode's rules), every mode tuple, the gamma -> k1 rule
 - :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref
