@@ -10,8 +10,9 @@ pass of ``n`` rows over one row's, at 2,048 tokens of context (the batch-cost cu
 and one row of 64 positions (a step's prefill) over a decode.  The plan: ``lrsim.plan`` simulated on the
 modelled profile (alpha2 0.6, steps of 52 tokens, requests of 4,096 after 150 tokens of prompt, budget 16,
 verifier 13 ms), at alpha1 0.3, 0.6 and 0.9, with uniform routing (the bound) and with routing overlap 0.5.
-Caveat, from ``studies/moe_public_check.py``: the model prices published MoE decode steps 18-42% too fast, so the
-MoE rows here are optimistic for the target and the draft alike.  Writes ``figures/moe_lr.json``.
+Caveat, from ``studies/moe_public_check.py``: the model prices published MoE decode steps within 12% on H100 and
+H200 (vLLM 0.15, SGLang 0.5.7) and 7-28% too fast on B200 (SGLang 0.5.6), the target's and the draft's passes
+alike.  Writes ``figures/moe_lr.json``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 The data and the rule: ``studies/data/moe_public/`` (``measurements.json``, each value quoted from its source;
 ``README.md``: the rule, committed with the rows before any prediction).  The model: ``lrsim.gpu`` with each row's
 engine release (``lrsim.gpu.engines.engine_for``), the fused-MoE pricing of ``lrsim.gpu.moe`` (uniform routing,
-the pessimistic bound: ``routing_overlap`` 0) and nothing fitted on an MoE row.  Each metric is priced as
+the pessimistic bound: ``routing_overlap`` 0; each layer's fused-MoE call at its kernel path's published efficiencies,
+``kernels.json`` "moe") and nothing fitted on an MoE row.  Each metric is priced as
 ``studies/vllm_public_check.py`` prices it; a row whose checkpoint quantizes only its experts (gpt-oss's MXFP4)
 is priced in bf16 with MXFP4 experts, as vLLM and SGLang run it.
 """

@@ -34,10 +34,16 @@ state "A100 80GB" and "H20 96GB"; GPUStack's H100 is SXM (stated).  The GPU coun
 Bench states no vLLM version: its rows are priced as V0 (published 2024-10, before V1 was the default).
 
 **Each metric as its source timed it**, at batch ``b`` over a prompt of ``P`` and an output of ``O`` tokens:
-``e2e_latency_s = prefill(P) + sum_{i=1}^{O-1} step(P + i)`` (one prefill pass of the prompt, whose step gives the
-first token, then ``O - 1`` decode steps at a growing context); ``e2e_tok_s`` and ``tok_s_per_user`` ``O /
+``e2e_latency_s = prefill(P) + sum_{i=1}^{O-1} step(P + i)`` (the prompt's prefill, whose last step gives the first
+token, then ``O - 1`` decode steps at a growing context); ``e2e_tok_s`` and ``tok_s_per_user`` ``O /
 e2e_latency_s``; ``output_throughput_tok_s`` ``b O / e2e_latency_s``; ``tpot_ms`` and ``itl_ms`` the mean decode step.
-``step`` and ``prefill`` are the model's ``wall`` times (an engine step: ``t_step + max(kernels, launches)``).  int8
+``step`` and ``prefill`` are the model's ``wall`` times (an engine step: ``t_step + max(kernels, launches)``); the
+prefill is one pass, or the release's chunks where it chunked (``lrsim.gpu.model.prefill_s``: vLLM V0 past 32K
+positions, 512 tokens a step before 0.6.5 and 2048 from it; V1 always), each chunk an engine step.  A row's
+``max_model_len`` is what vLLM derives from the config (``ArchConfig.max_context``), except the Qwen speed
+benchmarks' (:data:`QWEN_MAX_LEN`: their script's option, past the config's positions as its
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` allows); any other row past its config's positions would be refused.  vLLM V0's
+release picks its attention kernel (FA3 on Hopper from 0.7).  int8
 w8a8 checkpoints are priced as 8-bit weights (their activation quantization is not modelled); each format's GEMMs run
 at its kernel's published efficiency curve relative to the bf16 fit (``lrsim/data/gpus/kernels.json``: Marlin for
 int4/int8, CUTLASS for FP8 W8A8, block FP8 for Qwen's own ``Qwen3-*-FP8`` checkpoints, whose cards state 128-blocks).
@@ -49,6 +55,7 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +66,7 @@ sys.path.insert(0, str(ROOT / "studies"))
 
 from lrsim.errors import InputError, run_command
 from lrsim.gpu.archs import load_arch
-from lrsim.gpu.model import forward_s
+from lrsim.gpu.model import forward_s, prefill_passes, prefill_s
 from lrsim.gpu.synthesize import check_fits, parse_spec
 
 DATA_DIR = ROOT / "studies" / "data" / "vllm_public"
@@ -78,6 +85,12 @@ LR_REGIME = 0.05  #: issue 40: mean |error| on decode-dominated bf16/fp8 rows of
 # rows that state totals instead of per-request lengths: the means of those totals (prompt, output tokens)
 MEAN_LENGTHS = {"gpustack": (round(23260 / 100), round(22061 / 100))}  # ShareGPT, 100 prompts (the row's notes)
 STATED = {"a100-80gb", "a100-40gb", "h100-sxm", "h100-pcie", "h200", "b200", "h20", "l40s"}
+# The Qwen speed benchmarks' script (QwenLM/Qwen2.5 examples/speed-benchmark/speed_benchmark_vllm.py) runs vLLM with
+# --max_model_len 32768 by default, "4096, 8192, 32768, 65536, 131072" its listed options, and sets
+# VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, so a length past the config's positions runs (with or without YaRN in the config,
+# unstated; YaRN costs nothing per token in vLLM): its rows take the smallest option that holds prompt and output
+QWEN_SCRIPT = ("Qwen2.5 Speed Benchmark", "Speed Benchmark (Qwen2)")
+QWEN_MAX_LEN = (32768, 65536, 131072)
 
 
 def load_rows() -> list[dict]:
@@ -196,23 +209,39 @@ def dtype_of(row: dict) -> str:
     return DTYPES[row["dtype"]]
 
 
+def max_model_len(row: dict, arch) -> tuple[int | None, bool]:
+    """The row's ``max_model_len`` and whether a length past the config's positions was allowed: the Qwen script's
+    option (:data:`QWEN_MAX_LEN`, allowed), else what vLLM derives from the config (``arch.max_context``)."""
+    if row["source"]["title"] in QWEN_SCRIPT:
+        need = sum(lengths(row))
+        return next(m for m in QWEN_MAX_LEN if m >= need), True
+    return arch.max_context, False
+
+
 def predict(row: dict) -> dict:
     """The model's value of the row's metric, and the parts it is made of."""
     dev, _ = device_of(row)
     spec = parse_spec(f"{dev}:tp{row['tp']}:{dtype_of(row)}:{engine_of(row).name}"
                       + (":kv-fp8" if row.get("kv_dtype") == "fp8" else ""))
-    s = spec.setup(load_arch(row["arch"]))
-    check_fits(s)
+    arch = load_arch(row["arch"])
     P, O = lengths(row)
+    mml, allowed = max_model_len(row, arch)
+    release = row.get("engine_version") or ("0.6" if "LLM-Inference-Bench" in row["source"]["title"] else None)
+    release = release if version_stated(str(release or "")) else None
+    s = spec.setup(arch, context=None if allowed else P + O)  # past the positions: refused unless the source allowed it
+    s = replace(s, release=release or "")  # vLLM V0's release picks its attention kernel (FA3 on Hopper from 0.7)
+    check_fits(s)
     b = int(row["batch"])
     steps = _steps_s(s, P, O, b)
-    prefill = float(forward_s(s, 0.0, float(b), float(max(P, 1)), "wall", prefill=True))
+    chunk = s.runtime.chunk_tokens(s.device, mml, release)
+    prefill = prefill_s(s, max(P, 1), b, "wall", chunk=chunk or 0, check=False)  # chunks as the release ran them
     e2e = prefill + float(steps.sum())
     step = 1e3 * float(steps.mean()) if len(steps) else None
     value = {"e2e_latency_s": e2e, "e2e_tok_s": O / e2e, "tok_s_per_user": O / e2e,
              "output_throughput_tok_s": b * O / e2e, "tpot_ms": step, "itl_ms": step}[row["metric"]]
     return {"predicted": value, "prefill_share": prefill / e2e, "spec": spec.text(), "engine": spec.engine,
-            "mean_step_ms": step}
+            "mean_step_ms": step, "prefill_passes": len(prefill_passes(max(P, 1), b, chunk)[0]),
+            "prefill_chunk": chunk, "max_model_len": mml}
 
 
 def twin(row: dict, rows: list[dict]) -> dict | None:
@@ -240,8 +269,12 @@ def tags(row: dict, p: dict, rows: list[dict] = ()) -> list[str]:
         out.append(f"prefill {p['prefill_share']:.0%} of the predicted time")
     if row["dtype"] == "int8" and "W8A8" in (row.get("quant_method") or ""):
         out.append("w8a8 priced as 8-bit weights")
-    if sum(lengths(row)) > 40000:
-        out.append("long context (YaRN past 32K)")
+    if p.get("prefill_passes", 1) > 1:
+        out.append(f"prefilled in {p['prefill_passes']} chunks of {p['prefill_chunk']} tokens")
+    arch = load_arch(row["arch"])
+    if arch.max_context and sum(lengths(row)) > arch.max_context:
+        out.append(f"past the config's {arch.max_context} positions (max_model_len {p.get('max_model_len')}, "
+                   "allowed by the source's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)")
     return out
 
 

@@ -83,8 +83,11 @@ def test_vllm_attention_reads_kv_once_per_kv_head_by_hand():
     kv = b * (L + q) * 2 * 16 * 2 * 2 + 2 * b * q * 4 * 16 * 2  # K and V of 2 KV heads, d = 16; q in, out
     assert float(engine_vllm.attention(s, L, b, q)) == pytest.approx(kv / 0.5e12 + 1e-6)
     assert float(engine_vllm.attention(toy(kv="fp8", dev=fast), L, b, q)) < float(engine_vllm.attention(s, L, b, q))
-    # on the 1 TFLOP/s toy the FLOPs bound it: 4 b H q (L + q) d at e_f F
-    assert float(engine_vllm.attention(toy(), L, b, q)) == pytest.approx(4 * 2 * 4 * 1001 * 16 / 0.5e12 + 1e-6)
+    # on a 0.1 TFLOP/s toy the FLOPs bound it: 4 b H q (L + q) d at FA3's published fraction of the peak for 1001 keys
+    # (the toy is a Hopper: 0.472 at 512, 0.571 at 1024 keys, linear in log2), no t_k (kernels.json "attention")
+    u = 0.472 + (0.571 - 0.472) * np.log2(1001 / 512)
+    slow = replace(TOY, bf16_dense_tflops=0.1)
+    assert float(engine_vllm.attention(toy(dev=slow), L, b, q)) == pytest.approx(4 * 2 * 4 * 1001 * 16 / (u * 0.1e12))
 
 
 def test_vllm_wall_is_step_plus_the_larger_of_kernels_and_launches():

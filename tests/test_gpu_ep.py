@@ -13,7 +13,7 @@ from lrsim.gpu.collectives import all_to_all
 from lrsim.gpu.devices import DeviceSpec
 from lrsim.gpu.engine_vllm import forward_ops, kernels, moe_mlp
 from lrsim.gpu.model import Efficiencies, Setup, expert_bytes, forward_s, memory_need, setup_memory, weight_bytes
-from lrsim.gpu.moe import distinct_experts, experts_per_rank
+from lrsim.gpu.moe import distinct_experts, experts_per_rank, moe_kernel
 from lrsim.gpu.synthesize import parse_spec, profile_name, synthesize
 
 # a toy device and efficiencies with round numbers (1e12 FLOP/s and B/s, both at 50%; 1 us per kernel)
@@ -68,12 +68,21 @@ def test_all_to_all_by_hand():
 def test_an_expert_parallel_moe_layer_by_hand():
     h, i = 64, 32
     expert = 3 * h * i * 2  # one bf16 expert: 12,288 bytes
+    # the fused-MoE call on a device without a generation: the Triton path's Hopper numbers (kernels.json "moe"),
+    # t = t0 + max(F / (u_f P), W / (u_b B)); a toy of 1,000 TFLOP/s keeps the FLOPs under the bytes
+    k = moe_kernel("bf16")
+    fast = Setup(TINY, replace(TOY, bf16_dense_tflops=1000.0), EFF, 2, "vllm")
     # TP 2: one woken expert, half of it per GPU; 1 token-expert pair's activations (h + i) x 2 x 2
-    tp = moe_mlp(toy(2), 1.0)["experts"]
-    assert float(tp) == pytest.approx((expert / 2 + (h + i) * 4) / 0.5e12 + 6e-6, rel=1e-12)
-    # EP 2: the slowest GPU's 206/256 experts whole, half the pairs; FLOPs 2 x 3 h i / 2 stay under the bytes
-    ep = moe_mlp(toy(2, ep=True), 1.0)["experts"]
-    assert float(ep) == pytest.approx((206 / 256 * expert + (h + i) * 4 / 2) / 0.5e12 + 6e-6, rel=1e-12)
+    tp = moe_mlp(fast, 1.0)["experts"]
+    assert float(tp) == pytest.approx((expert / 2 + (h + i) * 4) / (k.bandwidth * 1e12) + k.fixed_us * 1e-6,
+                                      rel=1e-12)
+    # EP 2: the slowest GPU's 206/256 experts whole, half the pairs
+    ep = moe_mlp(replace(fast, ep=True), 1.0)["experts"]
+    assert float(ep) == pytest.approx((206 / 256 * expert + (h + i) * 4 / 2) / (k.bandwidth * 1e12)
+                                      + k.fixed_us * 1e-6, rel=1e-12)
+    # on the 1 TFLOP/s toy the FLOPs 2 x 3 h i / 2 bound it: F / (u_f P)
+    assert float(moe_mlp(toy(2), 1.0)["experts"]) == pytest.approx(3 * h * i / (k.flops * 1e12) + k.fixed_us * 1e-6,
+                                                                   rel=1e-12)
     # DP attention: 2 rows over 2 GPUs, one token each way: dispatch + combine of 1 x k x h x 2 = 128 bytes,
     # 2 x (2 x 5 us + 1/2 x 128 / 100 GB/s + 1 us)
     ops = moe_mlp(toy(2, ep=True, dpa=True), 2.0, 1.0)
@@ -99,7 +108,9 @@ def test_expert_parallelism_pays_its_imbalance_at_small_batches_only():
     tp, ep = (parse_spec(f"h100:tp4:vllm{x}").setup(QWEN) for x in ("", ":ep"))
     b = np.array([1.0, 4.0, 16.0, 64.0])
     e_tp, e_ep = (forward_ops(s, 2048.0, b, 1.0)["experts"] for s in (tp, ep))
-    assert np.all(np.diff(e_ep) > 0) and float(e_ep[0]) > 1.2 * float(e_tp[0])  # one token: 3.45 of 32 whole vs 8/4
+    fixed = QWEN.moe_layers * moe_kernel("bf16", "", "hopper").fixed_us * 1e-6  # the calls' t0, EP or not
+    assert np.all(np.diff(e_ep) > 0) and float(e_ep[0]) > float(e_tp[0])
+    assert float(e_ep[0]) - fixed > 1.6 * (float(e_tp[0]) - fixed)  # one token: 3.45 of 32 whole vs 8/4: 1.72x
     big_tp, big_ep = (float(forward_ops(s, 0.0, 64.0, 64.0)["experts"]) for s in (tp, ep))
     assert big_ep < big_tp  # 4096 tokens wake every expert, 32 per GPU either way: no imbalance left, and a GPU
     # reads only its own quarter of the token-expert pairs' hidden states

@@ -177,6 +177,25 @@ class ArchConfig:
     #: "fp8"); "" for none.  MXFP4 is 4.25 bits per weight (4-bit values, one 8-bit scale per 32)
     quantized_experts_only: bool = False  #: True where only the routed experts are in weights_format (gpt-oss:
     #: attention, router, embeddings and LM head are in modules_to_not_convert, so bf16)
+    # RoPE scaling (config.json's rope_scaling; "" : none)
+    rope_type: str = ""  #: rope_scaling's rope_type (or type): yarn, linear, dynamic, llama3, longrope, ...
+    rope_factor: float = 1.0  #: rope_scaling's factor
+    rope_original: int = 0  #: rope_scaling's original_max_position_embeddings (0: not given)
+
+    @property
+    def max_context(self) -> int | None:
+        """The positions a request may reach, as vLLM derives ``max_model_len`` from the config
+        (``_get_and_verify_max_len``): ``max_position_embeddings``; with a ``rope_scaling`` that stretches the
+        positions (any type but ``su``, ``longrope``, ``llama3``, whose configs already state the stretched length)
+        that times its factor, YaRN's counted from ``original_max_position_embeddings``.  RoPE scaling costs
+        nothing per token in vLLM (its cos/sin cache is precomputed; the rotary kernel is the same), so this is
+        the only thing it changes here.  None: the config states no maximum."""
+        if not self.max_positions:
+            return None
+        if self.rope_type in ("", "default", "su", "longrope", "llama3"):
+            return self.max_positions
+        base = self.rope_original if self.rope_type == "yarn" and self.rope_original else self.max_positions
+        return int(base * self.rope_factor)  # L_max = base x factor
 
     @property
     def is_moe(self) -> bool:
@@ -412,6 +431,39 @@ def _quantization(d: dict) -> dict:
             "quantized_experts_only": any("self_attn" in m for m in kept)}
 
 
+def _rope(d: dict, where: str) -> dict:
+    """``rope_scaling`` as the fields :attr:`ArchConfig.max_context` reads.  :raises InputError: one that is not
+    an object, has no type, a factor that is not a positive number, or YaRN without its original length."""
+    rs = d.get("rope_scaling")
+    if rs is None:
+        return {}
+    kind = rs.get("rope_type", rs.get("type")) if isinstance(rs, dict) else None
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{where}: rope_scaling must be an object with a rope_type (or type), got {rs!r}")
+    factor = rs.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise InputError(f"{where}: rope_scaling factor must be a positive number, got {factor!r}")
+    orig = rs.get("original_max_position_embeddings")
+    if kind == "yarn" and orig is None:
+        raise InputError(f"{where}: rope_scaling yarn needs original_max_position_embeddings")
+    return {"rope_type": kind, "rope_factor": float(factor),
+            "rope_original": _count(rs, "original_max_position_embeddings", where) if orig is not None else 0}
+
+
+def check_context(arch: ArchConfig, tokens: int, max_model_len: int | None = None) -> None:
+    """:raises InputError: ``tokens`` (a request's prompt and output) beyond the positions the architecture
+    reaches (:attr:`ArchConfig.max_context`, or a smaller ``max_model_len``), in one line saying how to price more."""
+    limit = arch.max_context if max_model_len is None else min(max_model_len, arch.max_context or max_model_len)
+    if limit and tokens > limit:
+        why = (f"max_model_len {max_model_len}" if max_model_len is not None and limit == max_model_len else
+               f"max_position_embeddings {arch.max_positions}" + (
+                   f" with {arch.rope_type} rope scaling x{arch.rope_factor:g}" if limit != arch.max_positions else
+                   " and no rope_scaling in its config"))
+        more = ("a larger rope_scaling factor prices longer ones" if arch.max_context != arch.max_positions else
+                "give a config.json with rope_scaling (e.g. YaRN) to price longer contexts")
+        raise InputError(f"{arch.name}: {int(tokens)} tokens exceed the {limit} positions it reaches ({why}); {more}")
+
+
 def from_config(name: str, d: dict, source: str = "") -> ArchConfig:
     """An :class:`ArchConfig` from a ``config.json``'s fields.
 
@@ -454,7 +506,7 @@ def from_config(name: str, d: dict, source: str = "") -> ArchConfig:
         max_positions=_count(d, "max_position_embeddings", where) if max_pos else None,
         source=str(d.get("_source", source)), o_bias=attn_bias and mt not in ("qwen2", "qwen2_moe"),
         mlp_bias=bool(d.get("mlp_bias", False)) and mt not in _NO_MLP_BIAS,
-        **moe, **_windows(d, mt, layers, where), **_quantization(d))
+        **moe, **_windows(d, mt, layers, where), **_quantization(d), **_rope(d, where))
 
 
 def shipped() -> list[str]:

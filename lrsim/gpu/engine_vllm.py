@@ -12,7 +12,8 @@ MLP width divided by the TP degree ``n`` (KV heads replicated where ``n`` exceed
 - ``rotary_emb`` (in place on q and k): 4 bytes per element; 1;
 - ``reshape_and_cache_flash``: the ``M`` new K/V rows, read, and written in the KV format; 1;
 - attention (``FlashAttentionImpl``, vllm-flash-attn): K and V read once per KV head, ``b (L+q) h_kv d x 2`` x
-  KV bytes; ``4 b H q (L+q) d`` FLOPs (causal prefill: half); 1;
+  KV bytes; ``4 b H q (L+q) d`` FLOPs (a prompt chunk: ``2 b H q^2 d`` causal + ``4 b H q L d`` over the cache),
+  each at its published kernel's efficiency (:func:`attention`); 1;
 - ``o_proj`` (``RowParallelLinear``), ``gate_up_proj`` (``MergedColumnParallelLinear``), ``act_fn``
   (``SiluAndMul``: read ``2 I``, write ``I``, 6 bytes per element of ``I``), ``down_proj``; 4;
 - TP: an all-reduce after ``o_proj`` and after ``down_proj`` (:mod:`lrsim.gpu.collectives`); 2 (an MoE layer
@@ -55,7 +56,8 @@ import numpy as np
 from . import mla
 from .collectives import all_reduce, all_to_all, nccl_all_gather
 from .dtypes import BF16
-from .moe import MOE_KERNELS, distinct_experts, expert_weight_bytes, experts_per_rank
+from .kernels import decode_excess_s, prefill_curve
+from .moe import MOE_KERNELS, distinct_experts, expert_weight_bytes, experts_per_rank, moe_seconds
 from .ops import elementwise, gemm, linear, mem_s
 from .setup import Setup
 
@@ -64,24 +66,54 @@ QK_NORM_KERNELS = 2
 PASS_KERNELS = 1 + 1 + 1 + 3 + 4  # embedding, final norm, LM head, sampler (fp32 cast, argmax, copy), input copies
 TAIL_LAUNCHES = 1 + 3 + 4  # launched eagerly after the graphs: LM head, sampler, and the input copies before them
 GRAPH_LAUNCHES_PER_LAYER = 2  # a piecewise graph and the attention call
+DECODE_CURVE_GENERATIONS = ("ampere", "ada", "hopper")  # NVIDIA GPUs, where vLLM's decode runs FA2's flash-decoding
 
 
 def attention(s: Setup, L, b, q, prefill: bool = False):
-    """FlashAttention over the paged cache, per layer: ``max(FLOPs / (e_f F), bytes / (e_b B)) + t_k``.
+    """FlashAttention over the paged cache, per layer, at the published kernels' efficiencies
+    (:mod:`lrsim.gpu.kernels`, ``kernels.json`` "attention"): ``max(t_flops, t_bytes)``.
 
-    Bytes: K and V of ``L + q`` tokens read once per KV head, in the KV format, plus q in and the output out.
-    FLOPs: ``4 b H q (L + q) d`` (causal prefill over no cache: ``2 b H q^2 d``).
+    Bytes ``x``: K and V of ``L + q`` tokens read once per local KV head, in the KV format, plus q in and the output
+    out.  Where the engine's decode runs FlashAttention-2's flash-decoding (``decode_curve``: vLLM on Ampere and
+    Ada, and on Hopper before 0.7), the 2024 curve that measured it gives the time of an isolated call,
+    ``T(x) = x / (u_dec(x) B)`` (by the device's bandwidth); its smallest measured call's time ``T(x_0)`` is the
+    floor of an event-timed launch with a flushed L2, which inside an engine's step is the model's fixed kernel
+    cost ``t_k``, as for every kernel: ``t_bytes = t_k + T(x) - T(x_0)`` (``T`` held below ``x_0``).  Elsewhere
+    (FA3, FlashInfer 0.2+, XQA: no published sweep) ``t_bytes = x / (e_b B) + t_k`` at the GEMM fit's bandwidth,
+    as before.
+
+    FLOPs, on ``F`` the dense bf16 peak: a prompt pass (``prefill``) does ``2 b H q^2 d`` causal FLOPs within the
+    chunk at ``u_causal(q)`` and ``4 b H q L d`` over the ``L`` cached tokens at ``u_full(L + q)``; a decode or
+    verification pass ``4 b H q (L + q) d`` at ``u_full(L + q)`` (the curves' times are of large calls: no ``t_k``
+    added).  The FlashAttention generation is the engine's on Hopper (FA3 on vLLM since 0.7 and on SGLang, FA2
+    before), FA2 elsewhere.
     """
     a = s.arch
     heads, d = a.heads // s.tp, a.head_dim
-    kv = b * (L + q) * s.kv_heads * d * 2 * s.kv_bytes + 2 * b * q * heads * d * BF16
-    flops = 2.0 * b * heads * q * q * d if prefill else 4.0 * b * heads * q * (L + q) * d
-    return np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, kv)) + s.kernel_s
+    L, b, q = (np.asarray(x, dtype=float) for x in (L, b, q))
+    kv = b * (L + q) * s.kv_heads * d * 2 * s.kv_bytes  # K and V, once per local KV head: b (L+q) h_kv d 2 bytes
+    qo = 2 * b * q * heads * d * BF16  # q read and the output written: 2 b q H d x 2 bytes
+    kernel = s.attention_kernel  # fa2 or fa3 (engine, release, device)
+    if s.runtime.decode_curve and kernel == "fa2" and s.device.generation in DECODE_CURVE_GENERATIONS:
+        # FlashAttention-2's flash-decoding on an NVIDIA GPU, the 2024 curve: t_k + T(x) - T(x_0)
+        t_bytes = s.kernel_s + decode_excess_s(kv + qo, s.device.hbm_tb_s)
+    else:  # no published sweep of the engine's decode kernel: x / (e_b B) + t_k, the GEMM fit's bandwidth
+        t_bytes = mem_s(s, kv + qo) + s.kernel_s
+    pre = prefill_curve(kernel, s.device.generation)
+    kv_len = L + q  # keys each query row attends to
+    if prefill:
+        tri = 2.0 * b * heads * q * q * d  # causal within the chunk: 2 b H q^2 d
+        rect = 4.0 * b * heads * q * L * d  # every query row over the cache: 4 b H q L d
+        t_flops = (tri / pre.causal(q, 0.0) + rect / pre.full(kv_len, 0.0)) / s.device.flops  # sum F_i / (u_i F)
+    else:
+        t_flops = 4.0 * b * heads * q * kv_len * d / (pre.full(kv_len, 0.0) * s.device.flops)  # 4bHq(L+q)d/(u F)
+    return np.maximum(t_flops, t_bytes)
 
 
 def moe_mlp(s: Setup, M, local=None) -> dict:
-    """One MoE layer's MLP for ``M`` tokens (:mod:`lrsim.gpu.moe`): the router (bf16), the routed experts read
-    by the experts the pass wakes, the shared experts (a dense gated MLP), each a roofline plus its kernels.
+    """One MoE layer's MLP for ``M`` tokens (:mod:`lrsim.gpu.moe`): the router (bf16 GEMM), the routed experts
+    (one fused-MoE call reading the experts the pass wakes, priced at its kernel path's published efficiencies,
+    :func:`lrsim.gpu.moe.moe_seconds`), the shared experts (a dense gated MLP).
 
     ``local``: the busiest GPU's own tokens under DP attention (router and shared experts run on them, unsharded;
     dispatch and combine exchange their top-k copies by all-to-all, :func:`lrsim.gpu.collectives.all_to_all`);
@@ -99,9 +131,8 @@ def moe_mlp(s: Setup, M, local=None) -> dict:
     else:
         weights = distinct_experts(a.experts, k, M, s.routing_overlap) * 3 * h * i * w / n
         acts = M * k * (h + i) * BF16 * 2
-    flops = 2.0 * M * k * 3 * h * i / n
-    experts = (np.maximum(flops / (s.eff.flops * s.device.flops), mem_s(s, weights + acts))
-               + (MOE_KERNELS - 1) * s.kernel_s)
+    flops = 2.0 * M * k * 3 * h * i / n  # 2 M k x 3 h i / n: the pairs through w13 (2 h i) and w2 (h i)
+    experts = moe_seconds(s, weights + acts, flops)  # t0 + max(F / (u_f P), W / (u_b B)): kernels.json "moe"
     ops = {"router": gemm(s, local, a.experts, h), "experts": experts}
     if a.shared_intermediate:
         si = a.shared_intermediate // s.attn_tp

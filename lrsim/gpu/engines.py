@@ -40,7 +40,10 @@ FAMILIES = ("vllm", "sglang", "trtllm", "transformers")
 DEFAULT = "vllm"
 _FIELDS = ("name", "label", "family", "releases", "kernels", "cuda_graphs", "capture_tokens", "overlap",
            "custom_all_reduce", "usable_memory", "step_us", "sources")
-_OPTIONAL = {"dp_attention": False}  # fields an engine file may leave out (a user's file written before them)
+_OPTIONAL = {"dp_attention": False, "attention": "fa2", "attention_by_release": [], "decode_curve": False,
+             "prefill_chunk": {"when": "never"}}  # fields an engine file
+# may leave out (a user's file written before them)
+CHUNK_WHEN = ("never", "always", "long_context")  #: when an engine splits a long prompt (``prefill_chunk.when``)
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,48 @@ class Engine:
     sources: dict = field(default_factory=dict)  #: per constant: where it comes from
     path: str = ""  #: the data file
     dp_attention: bool = False  #: offers data-parallel attention with expert-parallel MoE layers (``:ep:dpa``)
+    attention: str = "fa2"  #: the FlashAttention generation its attention runs on Hopper (``fa3``: vLLM V1, SGLang)
+    attention_by_release: list = field(default_factory=list)  #: (first release, kernel) where a release changed it
+    decode_curve: bool = False  #: where its decode runs FlashAttention-2's flash-decoding, that streams at the
+    #: published 2024 decode curve (kernels.json); else (FA3, FlashInfer 0.2+, XQA) at the GEMM fit's bandwidth
+
+    def attention_kernel(self, generation: str, release: str | None = None) -> str:
+        """The FlashAttention generation this engine runs on a device of ``generation``: its ``attention`` (or, for
+        a ``release``, the last ``attention_by_release`` entry it reaches, FA2 before the first) on Hopper and
+        Blackwell (FA3 and FA4 there: priced with FA3's curve), FA2 on every other GPU."""
+        kernel = self.attention
+        if release is not None and self.attention_by_release:
+            v, kernel = _version(release), "fa2"  # before the first release listed: FA2
+            for first, k in self.attention_by_release:
+                kernel = k if v >= _version(first) else kernel
+        return kernel if generation in ("hopper", "blackwell") else "fa2"
+    prefill_chunk: dict = field(default_factory=lambda: {"when": "never"})  #: how it splits a long prompt
+
+    def chunk_tokens(self, device=None, max_model_len: int | None = None, release: str | None = None) -> int | None:
+        """Tokens of one prefill chunk (``max_num_batched_tokens``, SGLang's ``chunked_prefill_size``), None where
+        the prompt is prefilled in one pass.
+
+        ``when``: ``never``; ``always`` (vLLM V1, SGLang); ``long_context``: only where ``max_model_len`` exceeds
+        ``long_context_tokens`` (vLLM V0 since 0.5.3).  The size is the release's (``by_release``: the first
+        release of each value; before the first, no chunking by default), else by the device's memory
+        (``tokens_by_memory_gib``: the last tier the device reaches; ``small_names``: devices held at the first
+        tier, vLLM's A100 rule), else ``tokens``.
+        """
+        c = self.prefill_chunk
+        when = c.get("when", "never")
+        if when == "never" or (when == "long_context" and (max_model_len is None
+                                                          or max_model_len <= c["long_context_tokens"])):
+            return None
+        if release is not None and c.get("by_release"):
+            v, tokens = _version(release), None
+            for first, t in c["by_release"]:
+                tokens = t if v >= _version(first) else tokens
+            return tokens
+        tiers = c.get("tokens_by_memory_gib")
+        if tiers and device is not None:
+            small = any(n in device.name.lower() for n in c.get("small_names", ()))
+            return tiers[0][1] if small else [t for gib, t in tiers if device.memory_gib >= gib][-1]
+        return int(c["tokens"])
 
     @property
     def fitted(self) -> dict | None:
@@ -100,6 +145,14 @@ def _check(d: object, where: str) -> Engine:
         raise InputError(f"{where}: usable_memory must be in (0, 1], got {d['usable_memory']!r}")
     if not isinstance(d.get("dp_attention", False), bool):
         raise InputError(f"{where}: dp_attention must be true or false, got {d['dp_attention']!r}")
+    if not isinstance(d.get("decode_curve", False), bool):
+        raise InputError(f"{where}: decode_curve must be true or false, got {d['decode_curve']!r}")
+    if d.get("attention", "fa2") not in ("fa2", "fa3") or any(
+            k not in ("fa2", "fa3") for _, k in d.get("attention_by_release", [])):
+        raise InputError(f"{where}: attention must be fa2 or fa3, got {d['attention']!r}")
+    chunk = d.get("prefill_chunk", {"when": "never"})
+    if not isinstance(chunk, dict) or chunk.get("when") not in CHUNK_WHEN:
+        raise InputError(f"{where}: prefill_chunk needs 'when' ({', '.join(CHUNK_WHEN)})")
     return Engine(**{k: d[k] for k in _FIELDS}, **{k: d.get(k, v) for k, v in _OPTIONAL.items()}, path=where)
 
 

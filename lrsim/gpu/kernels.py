@@ -110,3 +110,123 @@ def curve_for(fmt: str) -> KernelCurve:
 def borrowed(fmt: str) -> str | None:
     """Why a format without a curve of its own runs another's (None: it has its own)."""
     return _load()[2].get(fmt)
+
+
+# --- attention kernels (kernels.json "attention"): absolute fractions of the device's datasheet peaks -------------
+
+MIB = 2.0 ** 20
+PREFILL_KERNELS = ("fa2", "fa3")  #: the FlashAttention generations a serving engine's prefill runs
+
+
+@dataclass(frozen=True)
+class DecodeCurve:
+    """Achieved fraction of the datasheet HBM bandwidth of a decode attention call, by the K/V MiB it reads, for
+    each source GPU's bandwidth (TB/s, ascending)."""
+
+    bandwidths: tuple[float, ...]
+    x: tuple[tuple[float, ...], ...]  #: K/V MiB per call, per source GPU
+    y: tuple[tuple[float, ...], ...]  #: achieved fraction of the bandwidth at those MiB
+    source: str
+
+    @property
+    def floor_mib(self) -> float:
+        """Below this many MiB a call's time is held (the smallest measured call; a fixed-latency floor)."""
+        return max(xs[0] for xs in self.x)
+
+    def __call__(self, kv_mib, bandwidth_tb_s: float):
+        """``u(kv_mib)`` on a device of ``bandwidth_tb_s`` TB/s.  On each source GPU the call's time ``T = x / u``
+        is interpolated linearly in ``log x`` on ``log T`` (a power law between points, so a larger call is never
+        faster: the points' ``T`` is non-decreasing), ``u`` held beyond the last point; between the two source GPUs
+        that bracket the device's bandwidth (clamped) the fraction is linear in the bandwidth."""
+        x = np.maximum(np.asarray(kv_mib, dtype=float), 1e-9)
+        per_gpu = []
+        for xs, ys in zip(self.x, self.y):
+            lx, lt = np.log(xs), np.log(np.asarray(xs) / np.asarray(ys))  # log x_i, log T_i (T_i = x_i / u_i)
+            u = x / np.exp(np.interp(np.log(x), lx, lt))  # u = x / T(x), T log-log between points
+            per_gpu.append(np.where(x > xs[-1], ys[-1], u))  # beyond the last point: u held
+        bw = float(np.clip(bandwidth_tb_s, self.bandwidths[0], self.bandwidths[-1]))
+        j = int(np.searchsorted(self.bandwidths, bw, side="right")) - 1
+        if j >= len(self.bandwidths) - 1:
+            return per_gpu[-1]
+        w = (bw - self.bandwidths[j]) / (self.bandwidths[j + 1] - self.bandwidths[j])  # linear in TB/s
+        return (1.0 - w) * per_gpu[j] + w * per_gpu[j + 1]  # u = (1 - w) u_j + w u_{j+1}
+
+
+@dataclass(frozen=True)
+class PrefillCurve:
+    """One FlashAttention generation's achieved fraction of the dense bf16 peak on one GPU generation: ``causal``
+    by the prompt's query rows, ``full`` by the keys each query row attends to."""
+
+    kernel: str
+    generation: str
+    causal: Ratio
+    full: Ratio
+    source: str
+
+
+def _fractions(pts: object, where: str) -> Ratio:
+    if not isinstance(pts, list) or not pts:
+        raise InputError(f"{where}: a non-empty list of (x, fraction) points is needed")
+    xy = sorted((float(x), float(y)) for x, y in pts)
+    if any(x <= 0 or not 0 < y <= 1 for x, y in xy):
+        raise InputError(f"{where}: points must be (x > 0, 0 < fraction <= 1), got {xy}")
+    return Ratio("M", tuple(x for x, _ in xy), tuple(y for _, y in xy))
+
+
+@functools.lru_cache(maxsize=1)
+def _attention() -> tuple[DecodeCurve, dict[tuple[str, str], PrefillCurve], dict[str, str], dict[str, str]]:
+    a = json.loads(KERNELS_FILE.read_text(encoding="utf-8"))["attention"]
+    dec = a["decode"]
+    gpus = sorted(dec["curves"].items(), key=lambda kv: float(kv[0]))
+    ratios = [_fractions(c["points"], f"{KERNELS_FILE.name}: attention.decode.curves.{bw}") for bw, c in gpus]
+    ys = []
+    for r in ratios:  # a call reading more bytes never takes less time: t_i = max_{j<=i} x_j / u_j, u_i = x_i / t_i
+        x = np.asarray(r.x)
+        ys.append(tuple(float(v) for v in x / np.maximum.accumulate(x / np.asarray(r.y))))
+    decode = DecodeCurve(tuple(float(bw) for bw, _ in gpus), tuple(r.x for r in ratios), tuple(ys), dec["source"])
+    prefill = {}
+    for kernel, k in a["prefill"]["kernels"].items():
+        for gen, c in k.items():
+            if not isinstance(c, dict):
+                continue  # the kernel's description
+            where = f"{KERNELS_FILE.name}: attention.prefill.kernels.{kernel}.{gen}"
+            prefill[(kernel, gen)] = PrefillCurve(kernel, gen, _fractions(c["causal"], where + ".causal"),
+                                                  _fractions(c["full"], where + ".full"), c["source"])
+    return decode, prefill, dict(a["prefill"]["generations"]), dict(a["prefill"]["borrowed"])
+
+
+def decode_curve() -> DecodeCurve:
+    """The decode attention curve (bandwidth fraction by K/V MiB per call and device bandwidth)."""
+    return _attention()[0]
+
+
+def decode_excess_s(nbytes, bandwidth_tb_s: float):
+    """Seconds an attention call reading ``nbytes`` takes beyond the smallest published call, on a device of
+    ``bandwidth_tb_s`` TB/s: ``T(x) - T(x_0)`` with ``T(x) = x / (u_dec(x) B)``, ``x`` held at ``x_0`` below it
+    (so 0 there).  The caller adds its fixed kernel cost in place of the published floor ``T(x_0)``."""
+    dec = decode_curve()
+    bw = bandwidth_tb_s * 1e12
+    mib = np.maximum(np.asarray(nbytes, dtype=float) / MIB, dec.floor_mib)  # x held at x_0 below it
+    t = mib * MIB / (dec(mib, bandwidth_tb_s) * bw)  # T(x) = x / (u(x) B)
+    t0 = dec.floor_mib * MIB / (dec(dec.floor_mib, bandwidth_tb_s) * bw)  # T(x_0)
+    return np.maximum(t - t0, 0.0)
+
+
+def prefill_curve(kernel: str, generation: str) -> PrefillCurve:
+    """The prefill curve of FlashAttention generation ``kernel`` (``fa2``, ``fa3``) on a device of ``generation``.
+
+    A generation without its own benchmark takes the one ``kernels.json`` names (``borrowed``); a kernel with no
+    curve on that generation falls back to ``fa2`` there (FA3 runs on Hopper only).
+
+    :raises InputError: an unknown kernel (one line).
+    """
+    if kernel not in PREFILL_KERNELS:
+        raise InputError(f"unknown attention kernel {kernel!r}: known are {', '.join(PREFILL_KERNELS)}")
+    _, curves, gens, _ = _attention()
+    gen = gens.get(generation, gens[""])
+    return curves.get((kernel, gen)) or curves[("fa2", gen)]
+
+
+def attention_borrowed(generation: str) -> str | None:
+    """Why a device generation without attention benchmarks of its own runs another's curve (None: its own)."""
+    return _attention()[3].get(generation)

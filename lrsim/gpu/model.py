@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import engine_hf, engine_vllm, mla
-from .archs import ArchConfig
+from .archs import ArchConfig, check_context
 from .dtypes import BF16, get_dtype, kv_bytes
 from .engine_hf import attention
 from .moe import expert_weight_bytes
@@ -53,6 +53,8 @@ __all__ = [
     "gemm",
     "kernels",
     "memory_need",
+    "prefill_passes",
+    "prefill_s",
 ]
 
 
@@ -78,6 +80,39 @@ def forward_s(s: Setup, L, b, q, timed: str = "kernel_sum", prefill: bool = Fals
     L, b, q = (np.asarray(x, dtype=float) for x in (L, b, q))
     total = sum(forward_ops(s, L, b, q, prefill).values())
     return _ops(s).wall_s(s, total, s.rank_rows(b) * q, q) if timed == "wall" else total  # one GPU's tokens
+
+
+def prefill_passes(P: int, b: int = 1, chunk: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(L, q)`` of each pass that prefills ``b`` prompts of ``P`` tokens with at most ``chunk`` tokens a step
+    (vLLM's ``max_num_batched_tokens``; None or 0: one pass).  The rows move in lockstep, ``q = chunk // b`` tokens
+    each a step (an approximation: vLLM's scheduler fills the budget request by request; the FLOPs, the passes
+    and the cache each pass attends to come out the same when every prompt is as long), pass ``i`` at
+    ``L_i = i q`` cached tokens: ``ceil(P / q)`` passes."""
+    if P < 1 or b < 1:
+        raise InputError(f"a prompt of {P} tokens in {b} rows: both must be >= 1")
+    if not chunk or b * P <= chunk:
+        return np.zeros(1), np.full(1, float(P))
+    q = max(1, int(chunk) // b)  # tokens per row a step
+    L = np.arange(0, P, q, dtype=float)  # L_i = i q
+    return L, np.minimum(q, P - L)  # q_i = min(q, P - L_i)
+
+
+def prefill_s(s: Setup, P: int, b: int = 1, timed: str = "wall", chunk: int | None = None,
+              max_model_len: int | None = None, release: str | None = None, check: bool = True) -> float:
+    """Seconds to prefill ``b`` prompts of ``P`` tokens as the setup's engine runs it: in chunks of its
+    ``prefill_chunk`` (:meth:`lrsim.gpu.engines.Engine.chunk_tokens`: by release, device and ``max_model_len``,
+    which defaults to what vLLM derives from the config, :attr:`ArchConfig.max_context`), each chunk one engine
+    step attending to the cache written so far; ``chunk`` overrides the engine's (0: one pass).
+
+    :raises InputError: ``P`` beyond the positions the architecture reaches (``check``; :func:`check_context`).
+    """
+    a = s.arch
+    if check:
+        check_context(a, P, max_model_len)
+    mml = max_model_len if max_model_len is not None else a.max_context
+    c = s.runtime.chunk_tokens(s.device, mml, release) if chunk is None else chunk
+    L, q = prefill_passes(int(P), int(b), c)
+    return float(np.sum(forward_s(s, L, float(b), q, timed, prefill=True)))  # sum_i t(L_i, q_i)
 
 
 def routed_params(arch: ArchConfig) -> int:

@@ -59,6 +59,7 @@ class Setup:
     routing_overlap: float = 0.0  #: MoE: how alike a pass's tokens route (lrsim.gpu.moe; 0: uniform, the bound)
     ep: bool = False  #: expert parallelism over the ``tp`` GPUs (MoE only)
     dp_attention: bool = False  #: data-parallel attention over the ``tp`` GPUs (with ``ep``)
+    release: str = ""  #: the engine release within its line where that matters (vLLM V0: 0.7 took FA3 on Hopper)
 
     def __post_init__(self) -> None:
         get_engine(self.engine)
@@ -112,6 +113,12 @@ class Setup:
     def fmt(self) -> Dtype:
         """The linear layers' format as this device runs it (FP8 falls back to weight-only without FP8 cores)."""
         return get_dtype(self.dtype, self.device.fp8_flops is not None)
+
+    @property
+    def attention_kernel(self) -> str:
+        """The FlashAttention generation this pass's attention runs
+        (:meth:`lrsim.gpu.engines.Engine.attention_kernel`)."""
+        return self.runtime.attention_kernel(self.device.generation, self.release or None)
 
     @property
     def kv_bytes(self) -> int:

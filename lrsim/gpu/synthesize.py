@@ -34,7 +34,7 @@ import numpy as np
 
 from ..latency.profile import ArchProfile, Prefill, Profile, Provenance
 from ..errors import InputError
-from .archs import ArchConfig, load_arch, shipped
+from .archs import ArchConfig, check_context, load_arch, shipped
 from .devices import DeviceSpec, get_device
 from .dtypes import DTYPES
 from .fit import MODEL_VERSION, load_fit
@@ -97,7 +97,11 @@ class ModelSpec:
         parts += [f"ro{self.routing_overlap:g}"] if self.routing_overlap else []
         return ":".join(parts + ["kernel" if self.timed == "kernel_sum" else "wall"])
 
-    def setup(self, arch: ArchConfig) -> Setup:
+    def setup(self, arch: ArchConfig, context: int | None = None) -> Setup:
+        """The :class:`Setup` of ``arch`` on this spec; ``context``: the tokens a request will reach (prompt and
+        output), refused beyond the architecture's positions (:func:`lrsim.gpu.archs.check_context`: one line)."""
+        if context is not None:
+            check_context(arch, context)
         eff, _ = load_fit()
         return Setup(arch, self.device, eff, self.tp, self.engine, self.dtype, self.kv_dtype, self.routing_overlap,
                      self.ep, self.dp_attention)
@@ -184,8 +188,10 @@ def _missing_notes(s: Setup, g: Grid, ok: np.ndarray, too_long: np.ndarray) -> t
             long_q = [q for k, q in enumerate(g.positions) if too_long[i, j, k]]
             mem_q = [q for k, q in enumerate(g.positions) if not ok[i, j, k] and not too_long[i, j, k]]
             if long_q:
+                rope = (f" x {s.arch.rope_type} rope scaling = {s.arch.max_context}"
+                        if s.arch.max_context != s.arch.max_positions else "")
                 notes.append(f"modelled, not priced: L={L} b={b} q>={long_q[0]}: beyond {s.arch.name}'s "
-                             f"max_position_embeddings {s.arch.max_positions}")
+                             f"max_position_embeddings {s.arch.max_positions}{rope}")
             if mem_q:
                 need = float(setup_memory(s, L, b, mem_q[0])) / 1e9
                 notes.append(f"does not fit: L={L} b={b} q>={mem_q[0]} needs {need:.1f} GB per GPU, more than "
@@ -200,7 +206,7 @@ def arch_profile(s: Setup, g: Grid, timed: str, key: str | None = None) -> ArchP
                           indexing="ij")
     ms = 1e3 * forward_s(s, L, b, q, timed)
     ok = setup_memory(s, L, b, q) <= usable_bytes(s)
-    too_long = (L + q > s.arch.max_positions) if s.arch.max_positions else np.zeros_like(ok)
+    too_long = (L + q > s.arch.max_context) if s.arch.max_context else np.zeros_like(ok)
     ok &= ~too_long
     grid = tuple(tuple(tuple(float(f"{v:.6g}") if keep else None for v, keep in zip(r1, k1))
                        for r1, k1 in zip(r0, k0)) for r0, k0 in zip(ms, ok))
