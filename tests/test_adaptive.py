@@ -216,3 +216,94 @@ def test_speed_model_bad_input():
     assert p.speed.stats == {}
     with pytest.raises(InputError, match="ar_token_s"):
         Policy(Costs.affine(1, 0, 0.1), ar_token_s=0.0)
+
+
+# --------------------------------------------------------------------------- issue 42 item 5: two rules of AutoOptions
+
+def test_near_ties_in_lr_async_depth_go_to_the_deepest():
+    """deep_ties: the best configuration's mode and k2 stay; among its lr-async depths within the switch margin m,
+    S (1 + m) >= S_best, the deepest is chosen.  Nearly free batches: gamma 7 for the argmax's 4; batches that cost
+    (a fifth of a pass per position): 8 for 6, as the margin allows, while ar's linear batches leave ar.  A Policy
+    built without the rule (lrref's, lrsim serve's) keeps the argmax."""
+    m = 1 / 16
+    cases = ((Costs.affine(0.05, 0.0005, 0.004), 0.5, 4, 7), (Costs.affine(0.05, 0.01, 0.01), 0.9, 6, 8),
+             (Costs.affine(0.05, 0.05, 0.025), 0.6, None, None))
+    for costs, a1, k_top, k_deep in cases:
+        score = {a: speedup(a, a1, 0.3, 40, costs) for a in arms()}
+        top = max(arms(), key=score.__getitem__)
+        plain = Policy(costs, alpha1=a1, alpha2=0.3, switch_margin=m).best()
+        deep = Policy(costs, alpha1=a1, alpha2=0.3, switch_margin=m, deep_ties=True).best()
+        assert plain == top
+        if k_top is None:  # a CPU: ar, whatever the rule
+            assert top == deep == Arm("ar")
+            continue
+        assert (top.mode, top.k1, deep.mode, deep.k1, deep.k2) == ("async", k_top, "async", k_deep, top.k2)
+        ties = [a for a in arms() if a.mode == "async" and a.k2 == top.k2 and score[a] * (1 + m) >= score[top]]
+        assert deep == max(ties, key=lambda a: a.k1) and score[deep] * (1 + m) >= score[top] > score[deep]
+        deeper = Arm("async", k_deep + 1, top.k2) if k_deep < 8 else None
+        assert deeper is None or score[deeper] * (1 + m) < score[top]  # just outside the margin
+    exact = Policy(cases[0][0], alpha1=0.5, alpha2=0.3, deep_ties=True)  # margin 0: only exact ties, none here
+    assert exact.best() == Policy(cases[0][0], alpha1=0.5, alpha2=0.3).best()
+
+
+def test_token_acceptance_is_not_drawn_before_a_token_verdict():
+    """draw_token_prior False: while no drafted token was observed, each decision draws step acceptance and takes
+    token acceptance at its prior mean; from the first token verdict on, it is drawn.  The default Policy (as
+    before) draws it from the prior."""
+    costs = Costs.affine(0.05, 0.0005, 0.004)
+    for draw_prior in (False, True):
+        p = Policy(costs, alpha1=0.6, alpha2=0.3, switch_margin=1 / 16, draw_token_prior=draw_prior)
+        calls = []
+        real = p.token.sample
+        p.token.sample = lambda rng, real=real, calls=calls: calls.append(1) or real(rng)
+        p.choose()  # the first choice: the best at the prior means, no draw
+        for _ in range(10):
+            p.observe(accepted=3, rejected=1)
+            p.choose()
+        assert len(calls) == (10 if draw_prior else 0) and p.token.mean == pytest.approx(0.3)
+        p.observe(tokens_accepted=2, tokens_drafted=6)
+        p.choose()
+        assert len(calls) == (11 if draw_prior else 1) and p.tokens_seen == 6
+    assert Policy(costs).draw_token_prior and not Policy(costs).deep_ties
+
+
+def test_surprise_is_the_tail_of_the_beta_binomial_predictive():
+    """Under Beta(1, 1) the predictive of n verdicts is uniform on 0..n: the smaller tail of k is
+    min(k + 1, n - k + 1) / (n + 1); under Beta(3.8, 0.2) (mean 0.95, worth 4), 0 of 4 is far in the low tail."""
+    p = Policy(Costs.affine(1, 0, 0.1), alpha1=0.5, prior_weight=2)
+    assert (p.step.a, p.step.b) == (1.0, 1.0)
+    for n in (1, 4, 7):
+        for k in range(n + 1):
+            assert p.surprise(k, n) == pytest.approx(min(k + 1, n - k + 1) / (n + 1), rel=1e-12)
+    q = Policy(Costs.affine(1, 0, 0.1), alpha1=0.95, prior_weight=4)
+    p0 = math.gamma(4.2) / math.gamma(0.2) * math.gamma(4) / math.gamma(8)  # B(3.8, 4.2) / B(3.8, 0.2)
+    assert q.surprise(0, 4) == pytest.approx(p0, rel=1e-9)
+    assert q.surprise(0, 4) < 0.01 < q.surprise(3, 4)
+    with pytest.raises(InputError, match="surprise"):
+        q.surprise(5, 4)
+
+
+def test_a_change_of_acceptance_restarts_the_posterior_from_the_prior():
+    """changepoint 0.01: eight segments of 4 of 4 accepted, then 0 of 4 (surprise far below 0.01): the posterior
+    restarts from the prior (0.95, worth 4) before the 0 of 4 is added, a=3.8 b=4.2, and the current choice stops
+    dwelling; 3 of 4 after 4 of 4 is no change.  Without the test, the 32-verdict memory keeps the mean at 0.86."""
+    costs = Costs.affine(0.05, 0.0005, 0.004)
+    for level in (0.01, None):
+        p = Policy(costs, alpha1=0.95, prior_weight=4, memory=32, dwell=4, changepoint=level)
+        p.choose()
+        for _ in range(8):
+            p.observe(accepted=4, rejected=0)
+        p.observe(accepted=3, rejected=1)
+        assert p.changes == 0 and p.left == 3
+        p.observe(accepted=0, rejected=4)
+        if level is None:
+            b = Beta.prior(0.95, 4)
+            for acc in [4] * 8 + [3, 0]:
+                b.update(acc, 4 - acc, 32)
+            assert p.changes == 0 and (p.step.a, p.step.b) == pytest.approx((b.a, b.b)) and p.left == 3
+            assert p.step.mean == pytest.approx(0.86, abs=0.005)
+        else:
+            assert p.changes == 1 and (p.step.a, p.step.b) == pytest.approx((3.8, 4.2)) and p.left == 0
+    with pytest.raises(InputError, match="changepoint"):
+        Policy(costs, changepoint=0.5)
+    assert Policy(costs).changepoint is None  # lrref's tuner and lrsim serve: no test, as before

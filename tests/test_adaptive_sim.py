@@ -255,3 +255,100 @@ def test_run_workload_shares_one_speed_model_between_requests():
                 assert seen == [None, None]
     finally:
         adaptive_sim.run_request = real
+
+
+def test_auto_options_turn_on_item_5_rules_in_run_workload():
+    """AutoOptions (issue 42 item 5): every request's policy gets deep_ties on, token-prior draws off and the
+    changepoint test at 0.01 (with learn_speed False, the policy before issue 42: none of them).  Ranked by costs
+    whose batch costs a little (the closed forms' best lr-async gamma 4 at alpha1 0.5), auto runs the deepest
+    lr-async within the switch margin of it from the first segment, and, no token verdict arriving in LR
+    segments, never moves k2."""
+    from lrsim.adaptive import sim as adaptive_sim
+    from lrsim.adaptive.policy import AutoOptions
+
+    costs = Costs.affine(0.05, 0.0005, 0.004)
+    opts = AutoOptions(max_gamma=8, k2s=(1, 4))
+    kw = dict(alpha1=0.5, alpha2=0.5, step_tokens=40, candidates=opts.candidates())
+    want = Policy(costs, **kw, switch_margin=opts.switch_margin, deep_ties=True).best()
+    argmax = Policy(costs, **kw).best()
+    assert (argmax.mode, argmax.k1, want.mode, want.k1, want.k2) == ("async", 4, "async", 7, argmax.k2)
+    seen = []
+    real = adaptive_sim.run_request
+
+    def spy(phases, config_of, *, policy=None, **kw):
+        if policy is not None:
+            seen.append((policy.deep_ties, policy.draw_token_prior, policy.changepoint))
+        return real(phases, config_of, policy=policy, **kw)
+
+    adaptive_sim.run_request = spy
+    try:
+        r = adaptive_sim.run_workload([[Phase(48, 0.5, 0.5)]], config_of, costs, 0.5, 0.5, 40, opts)
+        adaptive_sim.run_workload([[Phase(8, 0.5, 0.5)]], config_of, costs, 0.5, 0.5, 40,
+                                  replace(opts, learn_speed=False))
+    finally:
+        adaptive_sim.run_request = real
+    assert seen == [(True, False, 0.01), (False, True, None)]
+    assert r.auto.segments[0].arm == want and {s.arm.k2 for s in r.auto.segments} == {want.k2}
+
+
+def test_phase_oracle_takes_each_phases_best_fixed_configuration():
+    """AutoResult.phase_oracle: in each phase the fixed configuration of most tokens per second there; its speedup
+    is those phases' tokens over their seconds, over ar's; with one phase it is the best fixed configuration."""
+    from lrsim.adaptive.policy import AutoOptions
+
+    opts = AutoOptions(max_gamma=3, k2s=(1, 4))
+    r = simulate_auto(replace(BASE, steps=40), [Phase(20, 0.9, 0.5), Phase(20, 0.1, 0.5)], opts, seed=1)
+    chosen, s = r.phase_oracle()
+
+    def in_phase(run, i):
+        seg = [x for x in run.segments if x.phase == i]
+        return sum(x.tokens for x in seg), sum(x.seconds for x in seg)
+
+    tokens = seconds = 0.0
+    for i, arm in enumerate(chosen):
+        tps = {a: in_phase(run, i)[0] / in_phase(run, i)[1] for a, run in r.fixed.items()}
+        assert arm == max(tps, key=tps.__getitem__)
+        tokens, seconds = tokens + in_phase(r.fixed[arm], i)[0], seconds + in_phase(r.fixed[arm], i)[1]
+    assert len(chosen) == 2 and chosen[0] != chosen[1]
+    assert s == pytest.approx(tokens / seconds / r.tokens_per_second(r.ar), rel=1e-12)
+    one = simulate_auto(replace(BASE, steps=20), [Phase(20, 0.6, 0.5)], opts, seed=1)
+    arms_one, s_one = one.phase_oracle()
+    assert arms_one == (one.best,) and s_one == pytest.approx(one.speedup(one.fixed[one.best]), rel=1e-12)
+
+
+def test_run_workload_takes_a_table_built_already(monkeypatch):
+    """A SimulatedObjective passed to run_workload is the objective (the same run as one it builds); one of other
+    configurations is refused."""
+    from lrsim.adaptive import sim as adaptive_sim
+    from lrsim.adaptive.policy import AutoOptions
+
+    opts = AutoOptions(max_gamma=2, k2s=(1, 4), objective="simulated")
+    table = adaptive_sim.SimulatedObjective(config_of, opts.candidates(), steps=40, seed=0, a1_grid=(0.3, 0.8),
+                                            a2_grid=(0.2, 0.6))
+    args = ([[Phase(12, 0.7)], [Phase(12, 0.4)]], config_of, costs_of_config(BASE), 0.6, 0.5, 40, opts)
+    given = adaptive_sim.run_workload(*args, table=table)
+    monkeypatch.setattr(adaptive_sim, "SimulatedObjective", lambda *a, **k: table)
+    built = adaptive_sim.run_workload(*args)
+    assert given.auto.segments == built.auto.segments and given.auto.seconds > 0
+    monkeypatch.undo()
+    wrong = adaptive_sim.SimulatedObjective(config_of, [Arm("async", 2, 1)], steps=20, seed=0, a1_grid=(0.3, 0.8),
+                                            a2_grid=(0.2,))
+    with pytest.raises(InputError, match="prices other configurations"):
+        adaptive_sim.run_workload(*args, table=wrong)
+
+
+def test_the_changepoint_test_leaves_lr_sooner_when_acceptance_falls():
+    """The costly verifier of test_auto_leaves_lr_when_its_acceptance_falls: acceptance 0.95 then 0.05.  With
+    AutoOptions' changepoint test the policy restarts its estimate at the first segment after the change and
+    leaves LR in fewer segments than with the 32-verdict memory alone; auto beats every fixed configuration."""
+    from lrsim.adaptive.policy import AutoOptions
+
+    base = replace(BASE, c1=0.5, verifier_cost=0.3, alpha1=0.95, alpha2=0.1, steps=60)
+    phases = [Phase(40, 0.95, 0.1), Phase(80, 0.05, 0.1)]
+    left = {}
+    for level in (0.01, None):
+        r = simulate_auto(base, phases, AutoOptions(changepoint=level), seed=2)
+        left[level] = next(i for i, s in enumerate(r.auto.segments) if s.phase == 1 and s.arm.mode == "ar") - 10
+        left[level, "over best"] = r.speedup(r.auto) / r.speedup(r.fixed[r.best])
+    assert left[0.01] < left[None] and left[0.01, "over best"] > left[None, "over best"]
+    assert left[0.01, "over best"] > 1.05

@@ -17,6 +17,37 @@ seconds (:meth:`Policy.observe_time`), and each configuration's speedup is multi
 its realized time per kept token over the predicted one.  Shared by several policies (one per request), the
 correction carries across requests.
 
+Three rules keep the choice from moving on what it cannot learn or what does not pay, and follow acceptance that
+changes (issue 42, item 5; the development runs that set them: docs/validation/adaptive.md):
+
+- **Near-ties in lr-async depth go to the deeper one** (``deep_ties``): an lr-async configuration within the switch
+  margin ``m`` of a shallower one of its ``k2`` is priced as it,
+  ``S'(a) = max(S(a), max {S(b) : b.k1 < a.k1, S(a) (1 + m) >= S(b)})``, and of equal prices the deepest is
+  chosen.  The closed form charges every round of the pipeline a pass over ``k1`` rows of equal steps; the priced
+  simulator, whose steps vary in length, finds depth beyond the closed form's best nearly free where batches are
+  (the modelled GPUs: gamma 8 within 0.7% of the best at step acceptance 0.2 and 0.5, 0.8% above the closed
+  form's choice at 0.8) and costly where they are not (a CPU: there the deeper ones fall outside the margin;
+  ``python studies/adaptive_check.py --depths``).  ``m`` is already the gain below which the policy does not act
+  (a switch); it is also the gap it treats as a tie here, so the rule adds no parameter.  The speed model measures
+  a segment against ``S'``, the price it was chosen at (:meth:`Policy.observe_time`).
+- **Token acceptance is drawn only once a token verdict was seen** (``draw_token_prior`` False): the
+  prior alone is the planner's measured value, and in an LR segment nothing updates it (the simulator's LR
+  passes mix rejected and cancelled rows), so Thompson draws of it would move ``k2`` at random for the whole
+  request and each move would drop the pipeline.  Step acceptance is always drawn (LR segments teach it).
+- **A change of acceptance restarts its estimate** (``changepoint``, a level ``delta``): before a segment's step
+  verdicts (``k`` accepted of ``n``) update the posterior ``Beta(a, b)``, they are tested against its predictive
+  distribution, the beta-binomial ``P(X = i) = C(n, i) B(a + i, b + n - i) / B(a, b)``; if either tail,
+  ``P(X <= k)`` or ``P(X >= k)``, is below ``delta``, acceptance has changed, and the posterior restarts from the
+  prior (the new acceptance a fresh draw from what the planner said, as in a changepoint model) before the
+  verdicts are added.  Without it the posterior mixes the old and the new acceptance for up to ``memory``
+  verdicts, and once the policy has left LR for ``ar`` (which gives no verdicts) that stale mixture is what its
+  draws come from.  ``delta`` 0.01 is the usual test level (two tails: at most 2% false alarms a segment).
+
+All three are on in :class:`AutoOptions` (``lrsim simulate / replay --mode auto``,
+:func:`lrsim.adaptive.sim.run_workload`, ``studies/adaptive_check.py``; with ``learn_speed`` False, the policy
+before issue 42, none of them: :meth:`AutoOptions.rules`) and off in a :class:`Policy` built without them (lrref's
+tuner, ``lrsim serve``'s per-request choice), which behave as before.
+
 The objective, :func:`lrsim.theory.costaware.speedup`, and the configurations it prices
 (:class:`lrsim.theory.costaware.Arm`) live with the closed forms.
 """
@@ -188,6 +219,15 @@ class Policy:
     :param ar_token_s: the seconds ``ar`` takes per token on this machine, the unit a configuration's predicted
         time per token is taken in (``ar_token_s / S``); None: ``costs.target_pass(1)``.  They differ where LR's
         target runs on another setup than ``ar``'s (lr-async's target on fewer threads, the draft beside it).
+    :param deep_ties: a near-tie (within ``switch_margin``) among lr-async depths of one ``k2`` goes to the deepest
+        (module doc); with ``switch_margin`` 0 only exact ties.  The default False keeps the first of the best, as
+        before issue 42's item 5, for the callers that build a policy themselves (lrref's tuner, ``lrsim serve``);
+        :class:`AutoOptions` turns it on.
+    :param draw_token_prior: draw token acceptance from its posterior before any token verdict was seen (the
+        default, as before); :class:`AutoOptions` turns it off: its prior mean until then (module doc).
+    :param changepoint: the level below which a segment's step verdicts, under the posterior's predictive
+        distribution, restart the step-acceptance posterior from the prior (module doc); None (the default, as
+        before): no test.
     """
 
     costs: Costs
@@ -203,6 +243,9 @@ class Policy:
     objective: Callable[[Arm, float, float], float] | None = None
     speed: SpeedModel | None = None
     ar_token_s: float | None = None
+    deep_ties: bool = False
+    draw_token_prior: bool = True
+    changepoint: float | None = None
 
     def __post_init__(self) -> None:
         if self.dwell < 1 or self.step_tokens <= 0 or not self.candidates:
@@ -213,10 +256,14 @@ class Policy:
             raise InputError(f"ar_token_s must be > 0, got {self.ar_token_s}")
         if self.memory is not None and self.memory < self.prior_weight:
             raise InputError(f"memory must be >= prior_weight ({self.prior_weight}), got {self.memory}")
+        if self.changepoint is not None and not 0 < self.changepoint < 0.5:
+            raise InputError(f"changepoint: a test level in (0, 0.5), got {self.changepoint}")
         self.step = Beta.prior(self.alpha1, self.prior_weight)
         self.token = Beta.prior(self.alpha2, self.prior_weight)
         self.rng = np.random.default_rng(self.seed)
         self.steps_seen = 0
+        self.tokens_seen = 0  # token verdicts observed (drafted tokens)
+        self.changes = 0  # changes of step acceptance detected (changepoint)
         self.current: Arm | None = None
         self.left = 0
         self._chosen_factor = 1.0  # the speed factor of the current choice when it was made
@@ -224,13 +271,35 @@ class Policy:
     def observe(self, accepted: int = 0, rejected: int = 0, tokens_accepted: int = 0, tokens_drafted: int = 0,
                 step_tokens: Iterable[int] = ()) -> None:
         """What the decoder saw since the last call: verified draft steps accepted / rejected, drafted tokens
-        and those accepted, the lengths of committed steps."""
+        and those accepted, the lengths of committed steps.  With :attr:`changepoint`, step verdicts the posterior
+        finds improbable (:meth:`surprise` below the level) restart it from the prior first (module doc)."""
+        if self.changepoint is not None and accepted + rejected > 0 and \
+                self.surprise(accepted, accepted + rejected) < self.changepoint:
+            self.step = Beta.prior(self.alpha1, self.prior_weight)  # a new acceptance: a fresh draw from the prior
+            self.changes += 1
+            self.left = 0  # what the current choice was made for has changed: the next decision is a draw
         self.step.update(accepted, rejected, self.memory)
         self.token.update(tokens_accepted, tokens_drafted - tokens_accepted,
                           None if self.memory is None else self.memory * self.step_tokens)  # tokens: per step
+        self.tokens_seen += tokens_drafted
         for n in step_tokens:
             self.steps_seen += 1
             self.step_tokens += (n - self.step_tokens) / (self.steps_seen + 1)  # the prior step length counts once
+
+    def surprise(self, accepted: int, verdicts: int) -> float:
+        """How improbable ``accepted`` of ``verdicts`` step verdicts are under the step posterior ``Beta(a, b)``:
+        the smaller tail of its predictive beta-binomial, ``min(P(X <= k), P(X >= k))`` with
+        ``P(X = i) = C(n, i) B(a + i, b + n - i) / B(a, b)``,
+        ``log B(x, y) = lgamma(x) + lgamma(y) - lgamma(x + y)``."""
+        if not 0 <= accepted <= verdicts:
+            raise InputError(f"surprise: 0 <= accepted <= verdicts, got {accepted}, {verdicts}")
+        a, b, n = self.step.a, self.step.b, verdicts
+
+        def log_beta(x: float, y: float) -> float:
+            return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+
+        pmf = [math.comb(n, i) * math.exp(log_beta(a + i, b + n - i) - log_beta(a, b)) for i in range(n + 1)]
+        return min(sum(pmf[:accepted + 1]), sum(pmf[accepted:]))
 
     def observe_time(self, arm: Arm, tokens: int, seconds: float, accepted: int = 0, verdicts: int = 0) -> None:
         """A segment that ran ``arm`` kept ``tokens`` tokens in ``seconds``: its realized time per token over the
@@ -239,7 +308,9 @@ class Policy:
         segment's own step acceptance where it had verdicts (``accepted`` of ``verdicts``, shrunk to the posterior
         mean by ``prior_weight`` verdicts) and the posterior mean of token acceptance: so what the correction
         learns is the objective's error, not the luck of the segment's drafts or acceptance the posterior has not
-        caught up with yet."""
+        caught up with yet.  With :attr:`deep_ties`, ``S`` is the speedup the configuration was ranked by (a deep
+        lr-async credited with the shallower one it ties, :meth:`_scores`), so the correction its family learns is
+        measured against the price that chose it."""
         if tokens < 0 or seconds < 0 or not 0 <= accepted <= verdicts:
             raise InputError(f"observe_time: tokens, seconds >= 0 and 0 <= accepted <= verdicts, got {tokens}, "
                              f"{seconds}, {accepted}, {verdicts}")
@@ -247,7 +318,9 @@ class Policy:
             return
         a1 = (accepted + self.prior_weight * self.step.mean) / (verdicts + self.prior_weight)
         unit = self.ar_token_s if self.ar_token_s is not None else self.costs.target_pass(1)
-        predicted = unit / max(self._model(arm, a1, self.token.mean), 1e-9)
+        shallower = [b for b in self.candidates if b.mode == "async" == arm.mode and b.k2 == arm.k2 and b.k1 < arm.k1]
+        s = self._scores(a1, self.token.mean, arms=[arm, *shallower], corrected=False)[arm]  # as it was ranked
+        predicted = unit / max(s, 1e-9)
         self.speed.observe(arm, math.log(seconds / tokens / predicted))
 
     def best(self) -> Arm:
@@ -263,11 +336,13 @@ class Policy:
             self.current, self.left = self.best(), self.dwell
             self._chosen_factor = self.speed.factor(self.current) if self.speed is not None else 1.0
         elif self.left <= 0 or self.disproved():
-            a1, a2 = self.step.sample(self.rng), self.token.sample(self.rng)
+            a1 = self.step.sample(self.rng)
+            seen = self.tokens_seen > 0 or self.draw_token_prior  # a prior nothing has updated is not drawn
+            a2 = self.token.sample(self.rng) if seen else self.token.mean
             drawn = self.speed.draw(self.candidates, self.rng) if self.speed is not None else None
-            best = self._argmax(a1, a2, drawn)
-            if self._speedup(best, a1, a2, drawn) > (1 + self.switch_margin) * self._speedup(self.current, a1, a2,
-                                                                                             drawn):
+            score = self._scores(a1, a2, drawn)
+            best = self._pick(score)
+            if score[best] > (1 + self.switch_margin) * self._score_of(self.current, score, a1, a2, drawn):
                 self.current = best
             self.left = self.dwell
             self._chosen_factor = self.speed.factor(self.current) if self.speed is not None else 1.0
@@ -283,7 +358,8 @@ class Policy:
         if self.speed.factor(self.current) * (1 + self.switch_margin) >= self._chosen_factor:
             return False
         a1, a2 = self.step.mean, self.token.mean
-        return self._speedup(self.current, a1, a2) * (1 + self.switch_margin) < self._speedup(self.best(), a1, a2)
+        score = self._scores(a1, a2)
+        return self._score_of(self.current, score, a1, a2) * (1 + self.switch_margin) < max(score.values())
 
     def _model(self, arm: Arm, a1: float, a2: float) -> float:
         """The objective's speedup, uncorrected."""
@@ -298,8 +374,41 @@ class Policy:
             return s
         return s * (drawn[arm] if drawn is not None and arm in drawn else self.speed.factor(arm))
 
+    def _scores(self, a1: float, a2: float, drawn: dict[Arm, float] | None = None, arms: Iterable[Arm] | None = None,
+                corrected: bool = True) -> dict[Arm, float]:
+        """Each configuration's speedup (of ``arms``, by default the candidates), times the speed model's factor
+        (``corrected``; ``drawn``: a Thompson draw's); with :attr:`deep_ties`, an lr-async configuration is credited
+        with the speedup of any shallower one of its ``k2`` that it is within the switch margin ``m`` of:
+        ``S'(a) = max(S(a), max {S(b) : b.k1 < a.k1, S(a) (1 + m) >= S(b)})`` (module doc)."""
+        arms = self.candidates if arms is None else list(arms)
+        s = {arm: self._speedup(arm, a1, a2, drawn) if corrected else self._model(arm, a1, a2) for arm in arms}
+        if not self.deep_ties:
+            return s
+        out, groups = dict(s), {}
+        for arm in arms:
+            if arm.mode == "async":
+                groups.setdefault(arm.k2, []).append(arm)
+        for group in groups.values():
+            for a in group:
+                for b in group:
+                    if b.k1 < a.k1 and s[a] * (1 + self.switch_margin) >= s[b] > out[a]:
+                        out[a] = s[b]  # the closed form underprices depth by up to m: a tie, the deeper priced as it
+        return out
+
+    def _score_of(self, arm: Arm, score: dict[Arm, float], a1: float, a2: float,
+                  drawn: dict[Arm, float] | None = None) -> float:
+        """``arm``'s score in ``score``, or its own speedup when it is not a candidate."""
+        return score[arm] if arm in score else self._speedup(arm, a1, a2, drawn)
+
+    def _pick(self, score: dict[Arm, float]) -> Arm:
+        """The configuration of the highest score: the first of equals in candidate order, or with
+        :attr:`deep_ties` the deepest of them (a credited deep lr-async ties with the shallower best exactly)."""
+        if not self.deep_ties:
+            return max(score, key=score.__getitem__)
+        return max(score, key=lambda arm: (score[arm], arm.k1))
+
     def _argmax(self, a1: float, a2: float, drawn: dict[Arm, float] | None = None) -> Arm:
-        return max(self.candidates, key=lambda arm: self._speedup(arm, a1, a2, drawn))
+        return self._pick(self._scores(a1, a2, drawn))
 
 
 @dataclass(frozen=True)
@@ -315,14 +424,27 @@ class AutoOptions:
     prior_weight: float = 4.0  #: verdicts the prior is worth
     memory: float | None = 32.0  #: verdicts the posteriors weigh at most
     objective: str = "closed-form"  #: 'closed-form' (lrsim.theory.costaware.speedup) or 'simulated' (lrsim.adaptive.sim.SimulatedObjective)
-    learn_speed: bool = True  #: correct the objective by the speed each configuration gets (SpeedModel); False: as before issue 42
+    #: correct the objective by the speed each configuration gets (SpeedModel); False: as before issue 42 (item 5's
+    #: rules off too: rules())
+    learn_speed: bool = True
     speed_prior: float = 1.0  #: segments the speed model's prior (no correction) is worth
     speed_memory: float = 16.0  #: segments the speed model weighs at most (older ones fade)
     speed_spread: float = 0.0  #: the speed model's Thompson spread of a family (log ratio, over sqrt(segments + prior))
     speed_arm_weight: float = math.inf  #: segments a configuration's own correction needs to weigh as much as its family's (inf: the family's alone)
+    deep_ties: bool = True  #: a near-tie (within switch_margin) among lr-async depths: the deepest (Policy.deep_ties)
+    draw_token_prior: bool = False  #: draw token acceptance before a token verdict was seen (Policy.draw_token_prior)
+    changepoint: float | None = 0.01  #: test level of a change in step acceptance (Policy.changepoint; None: no test)
 
     def candidates(self) -> list[Arm]:
         return arms(max_gamma=self.max_gamma, k2s=self.k2s, modes=self.modes)
+
+    def rules(self) -> dict:
+        """Issue 42 item 5's rules as :class:`Policy` keywords (``deep_ties``, ``draw_token_prior``,
+        ``changepoint``); with ``learn_speed`` False, the policy as before issue 42: none of them."""
+        if not self.learn_speed:
+            return {"deep_ties": False, "draw_token_prior": True, "changepoint": None}
+        return {"deep_ties": self.deep_ties, "draw_token_prior": self.draw_token_prior,
+                "changepoint": self.changepoint}
 
     def speed_model(self) -> SpeedModel | None:
         """A fresh :class:`SpeedModel` of these options (None without ``learn_speed``): share it between the

@@ -281,6 +281,22 @@ class AutoResult:
     def switches(self) -> int:
         return self.auto.switches
 
+    def phase_oracle(self) -> tuple[tuple[Arm, ...], float]:
+        """An oracle that also knows where acceptance changes: in each phase (by its index in the requests) the fixed
+        configuration with the most tokens per second there, and its speedup over ``ar`` over the whole workload
+        (``sum tokens / sum seconds`` of those phases, over ``ar``'s).  Every run starts afresh at a phase
+        boundary (:func:`run_request`), so its switches cost nothing: no policy that learns acceptance from
+        verdicts can beat it but by luck.  With one phase per request it is :attr:`best`."""
+        n = max(len(r) for r in self.requests)
+        per = {a: np.zeros((n, 2)) for a in self.fixed}  # (phase, [tokens, seconds])
+        for a, run in self.fixed.items():
+            for s in run.segments:
+                per[a][s.phase] += (s.tokens, s.seconds)
+        chosen = tuple(max(self.fixed, key=lambda a: per[a][i, 0] / per[a][i, 1]) for i in range(n))
+        tokens = sum(per[a][i, 0] for i, a in enumerate(chosen))
+        seconds = sum(per[a][i, 1] for i, a in enumerate(chosen))
+        return chosen, tokens / seconds / self.tokens_per_second(self.ar)
+
     def to_dict(self) -> dict:
         best = self.best
         return {"requests": len(self.requests), "phases": [[vars(p) for p in r] for r in self.requests],
@@ -313,23 +329,31 @@ class AutoResult:
 
 def run_workload(requests: Sequence[Sequence[Phase]], config_of: ConfigOf, costs: Costs, alpha1: float,
                  alpha2: float, step_tokens: float, options: AutoOptions = AutoOptions(), seed: int = 0,
-                 progress: Callable[[int, int], None] | None = None, ar_token_s: float | None = None) -> AutoResult:
+                 progress: Callable[[int, int], None] | None = None, ar_token_s: float | None = None,
+                 table: SimulatedObjective | None = None) -> AutoResult:
     """``auto`` on every request (a policy of its own each, its prior at ``alpha1`` and ``alpha2``: what a
     planner is given) and every fixed configuration, request ``i`` with seed ``seed + i`` in all of them.  With
     ``options.learn_speed`` the policies share one :class:`lrsim.adaptive.policy.SpeedModel`: the speed each
     configuration got in earlier requests corrects the objective in later ones (acceptance stays per request);
-    ``ar_token_s``: ``ar``'s seconds per token, the unit of predicted times (:class:`Policy`, :func:`ar_token_seconds`)."""
+    ``ar_token_s``: ``ar``'s seconds per token, the unit of predicted times (:class:`Policy`, :func:`ar_token_seconds`);
+    ``table``: with ``options.objective`` 'simulated', a :class:`SimulatedObjective` built already (of these
+    candidates, on this setup), shared between workloads instead of priced again."""
     if not requests:
         raise InputError("no requests to simulate")
     cands = options.candidates()
     if options.objective not in ("closed-form", "simulated"):
         raise InputError(f"objective: 'closed-form' or 'simulated', got {options.objective!r}")
-    objective = SimulatedObjective(config_of, cands, seed=seed) if options.objective == "simulated" else None
+    if table is not None and set(table.arms) != {Arm("ar"), *cands}:
+        raise InputError("the simulated objective's table prices other configurations than these options'")
+    objective = None
+    if options.objective == "simulated":
+        objective = table if table is not None else SimulatedObjective(config_of, cands, seed=seed)
     auto, fixed, speed = RequestRun(), {a: RequestRun() for a in cands}, options.speed_model()
     for i, phases in enumerate(requests):
         pol = Policy(costs, alpha1=alpha1, alpha2=alpha2, prior_weight=options.prior_weight, step_tokens=step_tokens,
                      candidates=cands, dwell=options.dwell, seed=seed + i, switch_margin=options.switch_margin,
-                     memory=options.memory, objective=objective, speed=speed, ar_token_s=ar_token_s)
+                     memory=options.memory, objective=objective, speed=speed, ar_token_s=ar_token_s,
+                     **options.rules())
         auto.segments += run_request(phases, config_of, policy=pol, segment_steps=options.segment_steps,
                                      seed=seed + i, request=i).segments
         for a in cands:
