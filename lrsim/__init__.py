@@ -50,20 +50,27 @@ DeprecationWarning, for one release.
 
 __version__ = "0.1.0"
 
-# the public API; light: heavy modules load inside its functions
-from .api import (
-    check_theorems,
-    hardware,
-    load_profile,
-    load_traces,
-    plan,
-    predict,
-    simulate,
-    simulate_serving,
-    write_html,
-)
-from .results import PlanResult, PredictionResult, ServeResult, SimulationResult, Table, TheoremsResult
-
 __all__ = ["plan", "simulate", "predict", "simulate_serving", "check_theorems", "hardware", "load_traces",
            "load_profile", "write_html", "Table", "PlanResult", "SimulationResult", "PredictionResult",
            "ServeResult", "TheoremsResult", "__version__"]
+
+#: the public names and their modules, imported on first use (PEP 562): a command that needs none of them (the
+#: ``lrsim`` CLI) does not pay for the API's imports
+_API = {"plan": "api", "simulate": "api", "predict": "api", "simulate_serving": "api", "check_theorems": "api",
+        "hardware": "api", "load_traces": "api", "load_profile": "api", "write_html": "api", "Table": "results",
+        "PlanResult": "results", "SimulationResult": "results", "PredictionResult": "results",
+        "ServeResult": "results", "TheoremsResult": "results"}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+        globals()[name] = value  # once
+        return value
+    raise AttributeError(f"module 'lrsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -132,3 +132,11 @@ def test_progress_bars_start_no_thread():
                 "print(threading.active_count())")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "1"
+
+
+def test_a_disabled_bar_is_quiet_and_imports_no_tqdm():
+    p = _python("import sys\nfrom lrsim.progress import bar\nq = bar(range(3), enabled=False)\n"
+                "assert list(q) == [0, 1, 2]\nwith bar(total=5, enabled=False) as b:\n    b.update(2)\n    b.update()\n"
+                "print(b.n, 'tqdm' in sys.modules)")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["3", "False"]
