@@ -40,9 +40,9 @@ FAMILIES = ("vllm", "sglang", "trtllm", "transformers")
 DEFAULT = "vllm"
 _FIELDS = ("name", "label", "family", "releases", "kernels", "cuda_graphs", "capture_tokens", "overlap",
            "custom_all_reduce", "usable_memory", "step_us", "sources")
+# fields an engine file may leave out (a user's file written before them)
 _OPTIONAL = {"dp_attention": False, "attention": "fa2", "attention_by_release": [], "decode_curve": False,
-             "prefill_chunk": {"when": "never"}}  # fields an engine file
-# may leave out (a user's file written before them)
+             "prefill_chunk": {"when": "never"}}
 CHUNK_WHEN = ("never", "always", "long_context")  #: when an engine splits a long prompt (``prefill_chunk.when``)
 
 
@@ -68,6 +68,7 @@ class Engine:
     attention_by_release: list = field(default_factory=list)  #: (first release, kernel) where a release changed it
     decode_curve: bool = False  #: where its decode runs FlashAttention-2's flash-decoding, that streams at the
     #: published 2024 decode curve (kernels.json); else (FA3, FlashInfer 0.2+, XQA) at the GEMM fit's bandwidth
+    prefill_chunk: dict = field(default_factory=lambda: {"when": "never"})  #: how it splits a long prompt
 
     def attention_kernel(self, generation: str, release: str | None = None) -> str:
         """The FlashAttention generation this engine runs on a device of ``generation``: its ``attention`` (or, for
@@ -75,11 +76,8 @@ class Engine:
         Blackwell (FA3 and FA4 there: priced with FA3's curve), FA2 on every other GPU."""
         kernel = self.attention
         if release is not None and self.attention_by_release:
-            v, kernel = _version(release), "fa2"  # before the first release listed: FA2
-            for first, k in self.attention_by_release:
-                kernel = k if v >= _version(first) else kernel
+            kernel = _by_release(self.attention_by_release, release, "fa2")  # before the first release listed: FA2
         return kernel if generation in ("hopper", "blackwell") else "fa2"
-    prefill_chunk: dict = field(default_factory=lambda: {"when": "never"})  #: how it splits a long prompt
 
     def chunk_tokens(self, device=None, max_model_len: int | None = None, release: str | None = None) -> int | None:
         """Tokens of one prefill chunk (``max_num_batched_tokens``, SGLang's ``chunked_prefill_size``), None where
@@ -97,10 +95,7 @@ class Engine:
                                                           or max_model_len <= c["long_context_tokens"])):
             return None
         if release is not None and c.get("by_release"):
-            v, tokens = _version(release), None
-            for first, t in c["by_release"]:
-                tokens = t if v >= _version(first) else tokens
-            return tokens
+            return _by_release(c["by_release"], release, None)
         tiers = c.get("tokens_by_memory_gib")
         if tiers and device is not None:
             small = any(n in device.name.lower() for n in c.get("small_names", ()))
@@ -149,7 +144,8 @@ def _check(d: object, where: str) -> Engine:
         raise InputError(f"{where}: decode_curve must be true or false, got {d['decode_curve']!r}")
     if d.get("attention", "fa2") not in ("fa2", "fa3") or any(
             k not in ("fa2", "fa3") for _, k in d.get("attention_by_release", [])):
-        raise InputError(f"{where}: attention must be fa2 or fa3, got {d['attention']!r}")
+        raise InputError(f"{where}: attention and attention_by_release must name fa2 or fa3, got "
+                         f"{d.get('attention', 'fa2')!r}, {d.get('attention_by_release', [])!r}")
     chunk = d.get("prefill_chunk", {"when": "never"})
     if not isinstance(chunk, dict) or chunk.get("when") not in CHUNK_WHEN:
         raise InputError(f"{where}: prefill_chunk needs 'when' ({', '.join(CHUNK_WHEN)})")
@@ -197,6 +193,15 @@ def _version(v: str) -> tuple[int, ...]:
     if not nums:
         raise InputError(f"engine version {v!r}: no release number in it")
     return tuple(int(x) for x in nums[:3])
+
+
+def _by_release(pairs: list, release: str, before):
+    """The value of the last ``(first release, value)`` pair ``release`` reaches (pairs in release order);
+    ``before`` ahead of the first."""
+    v, value = _version(release), before
+    for first, x in pairs:
+        value = x if v >= _version(first) else value
+    return value
 
 
 def engine_for(family: str, version: str | None = None) -> Engine:

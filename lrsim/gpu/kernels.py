@@ -68,10 +68,15 @@ class KernelCurve:
 def _ratio(d: object, where: str) -> Ratio:
     if not isinstance(d, dict) or d.get("by") not in BY or not isinstance(d.get("points"), list) or not d["points"]:
         raise InputError(f"{where}: a ratio needs 'by' ({' or '.join(BY)}) and a non-empty 'points' list")
-    pts = sorted((float(x), float(y)) for x, y in d["points"])
-    if any(x <= 0 or not 0 < y <= 1.5 for x, y in pts):
-        raise InputError(f"{where}: points must be (x > 0, 0 < ratio <= 1.5), got {pts}")
-    return Ratio(d["by"], tuple(x for x, _ in pts), tuple(y for _, y in pts))
+    return _points(d["points"], d["by"], "ratio", 1.5, where)
+
+
+def _points(pts: list, by: str, what: str, top: float, where: str) -> Ratio:
+    """``(x, y)`` points sorted by ``x`` as a :class:`Ratio` by ``by``; each ``x > 0`` and ``0 < y <= top``."""
+    xy = sorted((float(x), float(y)) for x, y in pts)
+    if any(x <= 0 or not 0 < y <= top for x, y in xy):
+        raise InputError(f"{where}: points must be (x > 0, 0 < {what} <= {top:g}), got {xy}")
+    return Ratio(by, tuple(x for x, _ in xy), tuple(y for _, y in xy))
 
 
 @functools.lru_cache(maxsize=1)
@@ -167,10 +172,7 @@ class PrefillCurve:
 def _fractions(pts: object, where: str) -> Ratio:
     if not isinstance(pts, list) or not pts:
         raise InputError(f"{where}: a non-empty list of (x, fraction) points is needed")
-    xy = sorted((float(x), float(y)) for x, y in pts)
-    if any(x <= 0 or not 0 < y <= 1 for x, y in xy):
-        raise InputError(f"{where}: points must be (x > 0, 0 < fraction <= 1), got {xy}")
-    return Ratio("M", tuple(x for x, _ in xy), tuple(y for _, y in xy))
+    return _points(pts, "M", "fraction", 1.0, where)
 
 
 @functools.lru_cache(maxsize=1)

@@ -61,7 +61,7 @@ import numpy as np
 
 from ..errors import InputError
 from .archs import ArchConfig
-from .kernels import KERNELS_FILE
+from .kernels import KERNELS_FILE, PEAKS
 
 MXFP4_BYTES = (4 + 8 / 32) / 8  # 4-bit values and one 8-bit (E8M0) scale per 32: 4.25 bits per weight
 ROUTING_OVERLAP = 0.0  #: the default: uniform routing, the pessimistic bound (see the module docstring)
@@ -113,7 +113,6 @@ def experts_per_rank(experts: int, k: int, tokens, ranks: int, overlap: float = 
 
 # --- the fused-MoE call's efficiency (kernels.json "moe"): published sweeps, absolute fractions -----------------
 
-PEAKS = ("bf16", "fp8")
 ACT_BYTES = 2 * 2  # per (token-expert pair, hidden + width element): bf16 in and out, as moe_mlp prices them
 
 

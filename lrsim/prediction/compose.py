@@ -714,16 +714,11 @@ def _closed_form_priced(cf: dict, s: Setting, simulated: float | None, why: str 
             "closed_form_speedup": cf[s.mode]["speedup"]} | ({"not_priced": why} if why else {})
 
 
-def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int, seed: int,
-                        memo: dict) -> tuple[dict, dict]:
+def closed_form_plan_of(b: Behaviour, hw: HardwareSpec, budget: int, steps: int, seed: int) -> tuple[dict, dict]:
     """The paper's plan on (alpha1, the profile's c1, alpha2) per mode, and its choice priced by the simulator
-    (None, and why, where the choice needs a pass the profile did not measure)."""
+    (None, and why, where the choice needs a pass the profile did not measure: :meth:`_Runs.speedup`)."""
     cf, s = closed_form_choice(b, hw, budget)
-    try:
-        simulated, why = float(run(b, hw, s, steps, seed, memo=memo).speedup), None
-    except InputError as e:
-        simulated, why = None, str(e)
-    return cf, _closed_form_priced(cf, s, simulated, why)
+    return cf, _closed_form_priced(cf, s, *_Runs(b, hw, seed, None, False).speedup(s, steps))
 
 
 def trace_hardware(traces: Sequence[Trace], alpha2: float | None = None) -> HardwareSpec:

@@ -87,7 +87,7 @@ def closed_form_plan(traces: Sequence[Trace], budget: int, steps: int = 4000, se
     b, hw = _calibrated(list(traces))
     if not 0 <= b.alpha1 <= 1:
         raise InputError("these traces hold no verified drafts: cannot plan LR")
-    return compose.closed_form_plan_of(b, hw, budget, steps, seed, {})
+    return compose.closed_form_plan_of(b, hw, budget, steps, seed)
 
 
 def predict_files(paths: Sequence[str], setting: Setting | None = None, **kw) -> tuple[Prediction, list[str]]:

@@ -59,8 +59,6 @@ def executor(runner: Any, workers: int | None) -> "Serial | Forked":
 class Serial:
     """Every job in this process, in order."""
 
-    workers = 1
-
     def __init__(self, runner: Any):
         self.runner = runner
 
@@ -99,7 +97,7 @@ class Forked(Serial):
 
         super().__init__(runner)
         ctx = mp.get_context("fork")
-        self.workers, self.conns, self.procs = n, [], []
+        self.conns, self.procs = [], []
         self.held = [_Held() for _ in range(n)]
         for i in range(n):
             parent, child = ctx.Pipe()
