@@ -10,6 +10,7 @@ import itertools
 import json
 
 import pytest
+from conftest import SlowTarget
 from toy import FakeWorker, ToyBackend, toy_decoder
 
 from lrref.config import DecodeConfig
@@ -164,8 +165,20 @@ RANDOM = ["--random-weights", "tiny", "--threshold", "0.5", "--n", "4", "--concu
           "--max-step-tokens", "6", "--gamma", "2", "--prompt-tokens", "12", "--async-threads", "1,1"]
 
 
+@pytest.fixture
+def slow_target(monkeypatch):
+    """Decoders whose target pauses 20 ms before each pass, so that the draft process is ahead of it at times
+    however the cores are shared (:class:`conftest.SlowTarget`): else, on a busy machine, lr-async may commit
+    every target step before its draft arrives and verify nothing (no alpha1 to calibrate)."""
+    import lrref.decode.decoder as decoder
+
+    real = decoder.Decoder
+    monkeypatch.setattr(decoder, "Decoder", lambda cfg, target, *a, **kw: real(cfg, SlowTarget(target, 0.02), *a,
+                                                                                 **kw))
+
+
 @pytest.mark.parametrize("mode", ["lr-async", "lr-async+sd"])
-def test_lr_async_bench_at_concurrency_2_on_random_weights(tmp_path, capsys, mode):
+def test_lr_async_bench_at_concurrency_2_on_random_weights(tmp_path, capsys, slow_target, mode):
     """``lrref bench --concurrency 2`` in lr-async: a valid trace lrsim reads and calibrates, whose draft passes
     batched the rows of two requests."""
     pytest.importorskip("torch")
