@@ -495,7 +495,7 @@ def async_depth_limit(b: Behaviour, hw: HardwareSpec, budget: int) -> int:
 
 
 REFINE = 10  #: candidates re-simulated with the full number of steps after screening
-ASYNC_COST = 6.0  #: an async step's simulation time over a sync step's (the screening's balance; ~13 us vs ~2 us)
+ASYNC_COST = 8.5  #: an async step's simulation time over a sync step's (the screening's balance; ~17 us vs ~2 us)
 
 
 def plan(behaviour: Behaviour | Sequence[Trace], hw: HardwareSpec, budget: int, k2_max: int = 8, steps: int = 4000,

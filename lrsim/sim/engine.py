@@ -7,16 +7,19 @@ from pathlib import Path
 
 from .async_loop import AsyncLoop, applies
 from .config import SimConfig
-from .events import EventRun
-from .export import make_trace, write_outputs
 from .renewal import RenewalRun, run_renewal
 from .results import SimResult, summarize
-from .sched_ar import ArRun
-from .sched_async import AsyncRun
-from .sched_sync import SyncRun
 from .workload import Workload
 
-SCHEDULERS: dict[str, type[EventRun]] = {"ar": ArRun, "sync": SyncRun, "async": AsyncRun}
+
+def scheduler(mode: str) -> type:
+    """The event engine's scheduler of ``mode`` (imported when first needed: the event engine loads SimPy, which a
+    plan on the renewal engine and the async loop never uses)."""
+    from .sched_ar import ArRun
+    from .sched_async import AsyncRun
+    from .sched_sync import SyncRun
+
+    return {"ar": ArRun, "sync": SyncRun, "async": AsyncRun}[mode]
 
 
 def uses_renewal(cfg: SimConfig, record: bool) -> bool:
@@ -37,10 +40,12 @@ def simulate(cfg: SimConfig, trace: str | Path | None = None, chrome: str | Path
         return summarize(cfg, run_renewal(cfg, work), work.c1_eff)
     if applies(cfg, work, record):  # async on its dedicated loop: the event engine's numbers, faster
         return summarize(cfg, AsyncLoop(cfg, work).advance(cfg.steps), work.c1_eff)
-    run = SCHEDULERS[cfg.mode](cfg, work, record)
+    run = scheduler(cfg.mode)(cfg, work, record)
     log = run.run()
     res = summarize(cfg, log, work.c1_eff)
     if record:
+        from .export import make_trace, write_outputs
+
         write_outputs(make_trace(res, cfg, run.rec.rows, log.accepted), trace, chrome)
     return res
 
