@@ -35,6 +35,7 @@ Never imports torch.  Modules:
 - :mod:`lrsim.format`     the text of a closed-form plan and of a simulation (the CLI's and the API's)
 - :mod:`lrsim.stats`      Wilson interval and batch means
 - :mod:`lrsim.progress`   progress bars on stderr that start no thread (so that a process may still fork)
+- :mod:`lrsim.processes`  the cores this process may use and whether it may fork (plan workers, sweeps)
 - :mod:`lrsim.atomic`     atomic file writes
 - :mod:`lrsim.modes`      the mode registry (each mode's rules), every mode tuple, the gamma -> k1 rule
 - :mod:`lrsim.errors`     domain errors and the one CLI boundary (one line, exit 2) shared with lrref

@@ -28,6 +28,7 @@ import numpy as np
 
 from .atomic import atomic_write, check_writable
 from .errors import InputError
+from .processes import can_fork, cores
 from .progress import bar
 from .sim import SimConfig, simulate
 
@@ -125,9 +126,8 @@ def _pool_context():
     ``__main__`` again: a script needs its ``if __name__ == "__main__":`` guard there); the platform's default
     where there is no forkserver."""
     import multiprocessing as mp
-    import threading
 
-    if threading.active_count() > 1 and "forkserver" in mp.get_all_start_methods():
+    if not can_fork() and "forkserver" in mp.get_all_start_methods():
         return mp.get_context("forkserver")
     return None
 
@@ -139,10 +139,10 @@ def map_tasks(fn: Callable[[Any], Any], items: list, workers: int | None = None,
     ``fn`` must be picklable (a module-level function or a ``functools.partial`` of one).
     ``scheduler``: a ``dask.distributed`` scheduler address (``tcp://host:8786``)
     or a :class:`distributed.Client`; otherwise a local process pool with
-    ``workers`` processes (default: all cores; 1 runs in this process).
+    ``workers`` processes (default: one per core this process may run on; 1 runs in this process).
     Items go to workers in chunks of about ``len(items) / (workers x per_worker)``.
     """
-    workers = workers or os.cpu_count() or 1
+    workers = workers or cores()
     client = _dask_client(scheduler) if scheduler is not None else None
     done: list[tuple[int, Any]] = []
     task = partial(run_chunk, fn=fn)

@@ -16,13 +16,12 @@ as a test runner's or a notebook's do): :func:`executor` then runs serially.
 
 from __future__ import annotations
 
-import os
-import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence
 
 from ..errors import InputError
+from ..processes import can_fork, cores
 
 
 @dataclass(frozen=True)
@@ -37,21 +36,11 @@ class Job:
     cost: float = 1.0
 
 
-def cores() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def executor(runner: Any, workers: int | None) -> "Serial | Forked":
     """:class:`Forked` with ``workers`` processes (None or 0: one per core), or :class:`Serial` where one would
-    do, or where forking is unsafe (other threads) or impossible."""
-    import multiprocessing as mp
-
+    do, or where forking is unsafe (other threads) or impossible (:func:`lrsim.processes.can_fork`)."""
     n = workers or cores()
-    if n <= 1 or threading.active_count() > 1 or "fork" not in mp.get_all_start_methods():
+    if n <= 1 or not can_fork():
         return Serial(runner)
     return Forked(runner, n)
 
