@@ -13,24 +13,28 @@ Run: python studies/decode_kernel_check.py   (deterministic, no arguments)
 
 import json
 
-from lrsim.gpu.archs import load_arch
+from lrsim.gpu import engine_vllm
+from lrsim.gpu.archs import from_config
 from lrsim.gpu.kernels import KERNELS_FILE, MIB, decode_excess_s
-from lrsim.gpu.ops import mem_s
 from lrsim.gpu.synthesize import parse_spec
 
 SPEC = "model:h200:tp1:sglang"
+#: the sweep's call: 32 query / 4 KV heads, head_dim 128 (one layer; the rest of the config is not used)
+SHAPE = {"model_type": "qwen2", "num_hidden_layers": 1, "num_attention_heads": 32, "num_key_value_heads": 4,
+         "hidden_size": 4096, "intermediate_size": 128, "vocab_size": 100}
 
 
 def rows() -> list[dict]:
-    """Per published point: bytes, the published time, it with the floor replaced by t_k, the model's, the FA2 curve's
-    (microseconds)."""
+    """Per published point: its MiB, the published time, it with the floor replaced by t_k, the model's
+    (:func:`lrsim.gpu.engine_vllm.attention`), the FA2 curve's (microseconds)."""
     check = json.loads(KERNELS_FILE.read_text())["attention"]["decode"]["flashinfer_check"]
-    s = parse_spec(SPEC).setup(load_arch("qwen3-8b"))  # any architecture: the call's bytes are given
+    s = parse_spec(SPEC).setup(from_config("flashinfer-sweep", SHAPE))
     tk, floor = s.kernel_s * 1e6, check["data"][0][1] * 1e3
     out = []
     for x, ms in check["data"]:
+        L = (x - 2 * 32 * 128 * 2) / (4 * 128 * 2 * 2)  # the context: x = L h_kv d 2 2 + 2 H d 2 (fp16, q in, o out)
         out.append({"mib": x / MIB, "published_us": ms * 1e3, "in_step_us": tk + ms * 1e3 - floor,
-                    "model_us": (mem_s(s, x) + s.kernel_s) * 1e6,  # t_k + x / (e_b B)
+                    "model_us": float(engine_vllm.attention(s, L - 1, 1.0, 1.0)) * 1e6,  # L - 1 cached + the new one
                     "fa2_curve_us": tk + float(decode_excess_s(x, s.device.hbm_tb_s)) * 1e6})
     return out
 
